@@ -1,0 +1,185 @@
+//! Compose blocks and plugins.
+//!
+//! A compose block groups registrations: `.compose(|c| c.on(...).tap(...))`. A [`Plugin`] is a
+//! named bundle of compose blocks with optional start and stop hooks and settings, so adding
+//! one is a single `builder.plugin(MyPlugin::default())`.
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::flow::{BoxError, IntoFlow};
+use crate::handler::{self, Registration, TagInfo, TapOutput};
+use crate::pattern::IntoPattern;
+use crate::pipeline::Pipeline;
+use crate::tag::Tag;
+
+/// A group of registrations, built by chaining.
+///
+/// ```
+/// use harness_tags::{Compose, Pipeline, tags::{MessageToolResult, ObservationToolResult}};
+///
+/// let pipeline = Pipeline::builder()
+///     .compose(|c| {
+///         c.on(MessageToolResult, |msg: &harness_tags::KernelMessage, _ctx| {
+///             msg.with_content(msg.content().replace("hunter2", "<PASSWORD>"))
+///         })
+///         .tap(ObservationToolResult, |step: &harness_tags::ObservationStep, ctx| {
+///             println!("{} took {} ms ({})", ctx.tool_name, ctx.duration_ms, step.kind);
+///         })
+///     })
+///     .build()
+///     .unwrap();
+/// # let _ = pipeline;
+/// ```
+#[derive(Debug, Default)]
+pub struct Compose {
+    registrations: Vec<Registration>,
+}
+
+impl Compose {
+    /// An empty block.
+    pub fn new() -> Self {
+        Compose::default()
+    }
+
+    /// Adds a registration built with [`handler::on`], [`handler::tap`], [`handler::on_json`]
+    /// and friends, after setting its options.
+    ///
+    /// ```
+    /// use harness_tags::{Compose, on, tags::ToolCallTag};
+    ///
+    /// let c = Compose::new().register(
+    ///     on(ToolCallTag, |call: &harness_tags::ToolCall, _ctx| call.clone())
+    ///         .named("audit")
+    ///         .fail_closed(),
+    /// );
+    /// assert_eq!(c.len(), 1);
+    /// ```
+    pub fn register(mut self, registration: impl Into<Registration>) -> Self {
+        self.registrations.push(registration.into());
+        self
+    }
+
+    /// A synchronous `on` handler with the default policy (see [`handler::on`]).
+    pub fn on<T, F, R>(self, tag: T, handler: F) -> Self
+    where
+        T: Tag,
+        F: Fn(&T::Payload, &T::Ctx) -> R + Send + Sync + 'static,
+        R: IntoFlow<T::Payload>,
+    {
+        self.register(handler::on(tag, handler))
+    }
+
+    /// An asynchronous `on` handler with the default policy (see [`handler::on_async`]).
+    pub fn on_async<T, F, Fut>(self, tag: T, handler: F) -> Self
+    where
+        T: Tag,
+        F: Fn(T::Payload, T::Ctx) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: IntoFlow<T::Payload>,
+    {
+        self.register(handler::on_async(tag, handler))
+    }
+
+    /// A synchronous tap (see [`handler::tap`]).
+    pub fn tap<T, F, R>(self, tag: T, handler: F) -> Self
+    where
+        T: Tag,
+        F: Fn(&T::Payload, &T::Ctx) -> R + Send + Sync + 'static,
+        R: TapOutput,
+    {
+        self.register(handler::tap(tag, handler))
+    }
+
+    /// An asynchronous tap on the default queue (see [`handler::tap_async`]).
+    pub fn tap_async<T, F, Fut>(self, tag: T, handler: F) -> Self
+    where
+        T: Tag,
+        F: Fn(T::Payload, T::Ctx) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: TapOutput,
+    {
+        self.register(handler::tap_async(tag, handler))
+    }
+
+    /// A synchronous JSON `on` handler for every tag the pattern matches (see
+    /// [`handler::on_json`]).
+    pub fn on_json<F, R>(self, pattern: impl IntoPattern, handler: F) -> Self
+    where
+        F: Fn(&Value, &TagInfo<'_>) -> R + Send + Sync + 'static,
+        R: IntoFlow<Value>,
+    {
+        self.register(handler::on_json(pattern, handler))
+    }
+
+    /// A synchronous JSON tap for every tag the pattern matches (see [`handler::tap_json`]).
+    pub fn tap_json<F, R>(self, pattern: impl IntoPattern, handler: F) -> Self
+    where
+        F: Fn(&Value, &TagInfo<'_>) -> R + Send + Sync + 'static,
+        R: TapOutput,
+    {
+        self.register(handler::tap_json(pattern, handler))
+    }
+
+    /// How many registrations the block holds.
+    pub fn len(&self) -> usize {
+        self.registrations.len()
+    }
+
+    /// True if the block holds no registration.
+    pub fn is_empty(&self) -> bool {
+        self.registrations.is_empty()
+    }
+
+    pub(crate) fn into_registrations(self) -> impl Iterator<Item = Registration> {
+        self.registrations.into_iter()
+    }
+}
+
+/// A named bundle of compose blocks with optional start and stop hooks and settings.
+///
+/// ```
+/// use harness_tags::{Compose, Pipeline, Plugin, tags::PromptSystem};
+///
+/// struct Signature;
+///
+/// impl Plugin for Signature {
+///     fn name(&self) -> &str {
+///         "signature"
+///     }
+///
+///     fn compose(&self, c: Compose) -> Compose {
+///         c.on(PromptSystem, |text: &String, _ctx| format!("{text}\nSign every answer."))
+///     }
+/// }
+///
+/// let pipeline = Pipeline::builder().plugin(Signature).build().unwrap();
+/// assert_eq!(pipeline.plugins().next().unwrap().name(), "signature");
+/// ```
+#[async_trait]
+pub trait Plugin: Send + Sync + 'static {
+    /// The plugin's name; handler failures are reported under it.
+    fn name(&self) -> &str;
+
+    /// The plugin's registrations.
+    fn compose(&self, c: Compose) -> Compose;
+
+    /// The plugin's settings as JSON, for diagnostics and UIs.
+    fn settings(&self) -> Value {
+        Value::Null
+    }
+
+    /// Called by [`Pipeline::start`] before the pipeline is used.
+    async fn start(&self, pipeline: &Pipeline) -> Result<(), BoxError> {
+        let _ = pipeline;
+        Ok(())
+    }
+
+    /// Called by [`Pipeline::shutdown`].
+    async fn stop(&self, pipeline: &Pipeline) -> Result<(), BoxError> {
+        let _ = pipeline;
+        Ok(())
+    }
+}

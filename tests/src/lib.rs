@@ -1,0 +1,7 @@
+//! Cross-crate integration tests of the harness live in `tests/tests/`; this library holds what
+//! they share.
+
+/// The README's Rust examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExamples;
