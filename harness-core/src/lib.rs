@@ -1,3 +1,11 @@
-//! The harness runtime: kernel loop, models, tools, Harness and Session, threads, modes, events, display state and storage.
+//! The harness runtime: the kernel that runs an agent, the models it calls and the tools it
+//! uses.
 //!
-//! This crate is a placeholder in the workspace layout; its issue fills it.
+//! - [`model`]: the [`Model`](model::Model) trait, streaming events, errors and retries, the
+//!   scripted model and the HTTP providers.
+//! - [`tool`]: the [`Tool`](tool::Tool) trait, typed function tools and the registry.
+//! - [`kernel`]: the agent loop, with healing, loop detection and strategy control, emitting
+//!   every kernel tag of the catalog through a [`harness_tags::Pipeline`].
+
+pub mod model;
+pub mod tool;

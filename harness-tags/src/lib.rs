@@ -70,8 +70,8 @@ pub use payload::{
     DisplayToolResult, FailureReason, FinishReason, GateDecision, GateVerdict, HealingKind,
     HealingReport, HealingStep, KernelMessage, LifecycleFailure, MemoryContext, ModelRequest,
     ModelResponse, ObservationStep, RunEnd, RunOutcome, RunStart, StrategyAction,
-    StrategyEvaluation, SubagentResult, TerminateDecision, TerminateReason, ThreadChange, ToolCall,
-    ToolSpec, Usage,
+    StrategyEvaluation, SubagentResult, TerminateDecision, TerminateReason, Thinking, ThreadChange,
+    ToolCall, ToolSpec, Usage,
 };
 pub use pipeline::{
     BuildError, Emit, EmitError, EmitOutcome, ErrorSink, FailureKind, HandlerFailure, Pipeline,

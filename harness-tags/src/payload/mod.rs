@@ -32,6 +32,10 @@ pub enum KernelMessage {
         /// The tool calls the model made in this message.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
+        /// The model's reasoning, kept so that providers that require it back (Anthropic's
+        /// signed thinking blocks during tool use) receive it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thinking: Option<Thinking>,
     },
     /// A tool's result, as the model sees it.
     ToolResult {
@@ -70,6 +74,7 @@ impl KernelMessage {
         KernelMessage::Assistant {
             content: content.into(),
             tool_calls: Vec::new(),
+            thinking: None,
         }
     }
 
@@ -121,6 +126,17 @@ impl KernelMessage {
         *copy.content_mut() = content.into();
         copy
     }
+}
+
+/// A model's reasoning for one response.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Thinking {
+    /// The reasoning text (may be empty when the provider only returns a signature).
+    pub text: String,
+    /// The provider's signature over the reasoning, to send back unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// A tool call the model made.
@@ -233,7 +249,7 @@ pub struct ModelResponse {
     pub content: String,
     /// The model's reasoning, where the provider returns it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thinking: Option<String>,
+    pub thinking: Option<Thinking>,
     /// The tool calls the model made.
     #[serde(default)]
     pub tool_calls: Vec<ToolCall>,

@@ -1,0 +1,399 @@
+//! Models: the [`Model`] trait, model ids, the streaming protocol and its errors.
+//!
+//! A model turns a [`ModelRequest`] into a stream of [`StreamEvent`]s: text and thinking
+//! deltas, tool-call input deltas, usage and a finish reason. [`ResponseAssembler`] folds the
+//! stream into the [`ModelResponse`] the kernel acts on. Providers:
+//!
+//! - [`ScriptedModel`]: a queue of responses, for tests and offline use.
+//!
+//! Model ids are `provider/name`, e.g. `openai/gpt-4o` or `anthropic/claude-sonnet-4-5`.
+
+mod assemble;
+mod scripted;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+
+pub use assemble::ResponseAssembler;
+pub use harness_tags::{FinishReason, ModelRequest, ModelResponse, Thinking, ToolCall, Usage};
+pub use scripted::{Scripted, ScriptedModel};
+
+/// A model id: `provider/name`. The name may itself contain slashes (OpenRouter's
+/// `openrouter/anthropic/claude-3.5-sonnet`).
+///
+/// ```
+/// use harness_core::model::ModelId;
+///
+/// let id: ModelId = "openai/gpt-4o".parse().unwrap();
+/// assert_eq!((id.provider(), id.name()), ("openai", "gpt-4o"));
+/// assert!("gpt-4o".parse::<ModelId>().is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ModelId {
+    id: Arc<str>,
+    split: usize,
+}
+
+/// A string that is not `provider/name`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("model id `{0}` is not `provider/name` (for example `openai/gpt-4o`)")]
+pub struct ModelIdError(String);
+
+impl ModelId {
+    /// Parses `provider/name`.
+    pub fn new(id: &str) -> Result<Self, ModelIdError> {
+        match id.split_once('/') {
+            Some((provider, name))
+                if !provider.is_empty()
+                    && !name.is_empty()
+                    && !id.chars().any(char::is_whitespace) =>
+            {
+                Ok(ModelId {
+                    id: Arc::from(id),
+                    split: provider.len(),
+                })
+            }
+            _ => Err(ModelIdError(id.to_owned())),
+        }
+    }
+
+    /// The provider, e.g. `openai`.
+    pub fn provider(&self) -> &str {
+        &self.id[..self.split]
+    }
+
+    /// The model's name within the provider, e.g. `gpt-4o`.
+    pub fn name(&self) -> &str {
+        &self.id[self.split + 1..]
+    }
+
+    /// The whole id.
+    pub fn as_str(&self) -> &str {
+        &self.id
+    }
+}
+
+impl FromStr for ModelId {
+    type Err = ModelIdError;
+
+    fn from_str(id: &str) -> Result<Self, ModelIdError> {
+        ModelId::new(id)
+    }
+}
+
+impl TryFrom<String> for ModelId {
+    type Error = ModelIdError;
+
+    fn try_from(id: String) -> Result<Self, ModelIdError> {
+        ModelId::new(&id)
+    }
+}
+
+impl From<ModelId> for String {
+    fn from(id: ModelId) -> String {
+        id.id.to_string()
+    }
+}
+
+impl fmt::Display for ModelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.id)
+    }
+}
+
+impl fmt::Debug for ModelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ModelId({})", self.id)
+    }
+}
+
+/// One event of a model's streamed response.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    /// More answer text.
+    TextDelta(String),
+    /// More reasoning text.
+    ThinkingDelta(String),
+    /// The provider's signature over the reasoning.
+    ThinkingSignature(String),
+    /// A tool call begins.
+    ToolCallStart {
+        /// The call's position in the response (providers key deltas by it).
+        index: usize,
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// More of a tool call's JSON arguments text.
+    ToolCallDelta {
+        /// The call's position in the response.
+        index: usize,
+        /// The next piece of the arguments text.
+        arguments: String,
+    },
+    /// A tool call's arguments are complete.
+    ToolCallEnd {
+        /// The call's position in the response.
+        index: usize,
+    },
+    /// Token usage so far (later events replace earlier counts field by field).
+    Usage(Usage),
+    /// Why the model stopped.
+    Finish(FinishReason),
+}
+
+/// A model's streamed response.
+pub type ModelStream = BoxStream<'static, Result<StreamEvent, ModelError>>;
+
+/// A language model.
+///
+/// Implementations make one attempt per call; the kernel retries what
+/// [`ModelError::is_retryable`] says is worth retrying, with backoff.
+#[async_trait]
+pub trait Model: Send + Sync + 'static {
+    /// The model's id, `provider/name`.
+    fn id(&self) -> &ModelId;
+
+    /// Starts a streamed completion. Dropping the stream cancels the request.
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError>;
+}
+
+/// Why a model call failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The provider rejected the credentials.
+    #[error(
+        "{provider} rejected the credentials ({message}); check the API key{hint}",
+        hint = env_hint(env_var)
+    )]
+    Auth {
+        /// The provider.
+        provider: String,
+        /// The provider's message.
+        message: String,
+        /// The environment variable the key is read from, if any.
+        env_var: Option<String>,
+    },
+    /// The request is malformed or unsupported; retrying will not help.
+    #[error("{provider} rejected the request: {message}")]
+    BadRequest {
+        /// The provider.
+        provider: String,
+        /// The provider's message.
+        message: String,
+    },
+    /// The conversation does not fit the model's context window.
+    #[error(
+        "the conversation is too long for the model's context window ({message}); compress or \
+         shorten it (observational memory does this), or use a model with a larger window"
+    )]
+    ContextOverflow {
+        /// The provider's message.
+        message: String,
+    },
+    /// Too many requests; retried after the delay the provider asks for.
+    #[error("{provider} is rate limiting requests: {message}")]
+    RateLimited {
+        /// The provider.
+        provider: String,
+        /// The provider's message.
+        message: String,
+        /// How long the provider asked to wait (`Retry-After`).
+        retry_after: Option<Duration>,
+    },
+    /// The provider is overloaded or failed on its side; retried.
+    #[error("{provider} is unavailable (status {status}): {message}")]
+    Unavailable {
+        /// The provider.
+        provider: String,
+        /// The HTTP status (529 for Anthropic's `overloaded_error`).
+        status: u16,
+        /// The provider's message.
+        message: String,
+        /// How long the provider asked to wait (`Retry-After`).
+        retry_after: Option<Duration>,
+    },
+    /// The connection failed or dropped; retried.
+    #[error("connection to {provider} failed: {message}")]
+    Connection {
+        /// The provider.
+        provider: String,
+        /// What happened.
+        message: String,
+    },
+    /// The provider reported an error inside the stream.
+    #[error("{provider} reported an error mid-stream ({kind}): {message}")]
+    Stream {
+        /// The provider.
+        provider: String,
+        /// The provider's error type, e.g. `overloaded_error`.
+        kind: String,
+        /// The provider's message.
+        message: String,
+        /// Whether retrying may help.
+        retryable: bool,
+    },
+    /// The provider sent something that does not follow its protocol.
+    #[error("{provider} sent an invalid response: {message}")]
+    InvalidResponse {
+        /// The provider.
+        provider: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// A scripted model has no response left, or its script says to fail.
+    #[error("scripted model: {0}")]
+    Script(String),
+    /// No model is configured for this id.
+    #[error("no model for `{0}`; configure a provider for it or use another model id")]
+    UnknownModel(String),
+}
+
+fn env_hint(env_var: &Option<String>) -> String {
+    env_var
+        .as_deref()
+        .map(|var| format!(" in `{var}`"))
+        .unwrap_or_default()
+}
+
+impl ModelError {
+    /// True if the same request may succeed later: rate limits, overload, server errors,
+    /// dropped connections.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::RateLimited { .. }
+            | ModelError::Unavailable { .. }
+            | ModelError::Connection { .. } => true,
+            ModelError::Stream { retryable, .. } => *retryable,
+            _ => false,
+        }
+    }
+
+    /// How long the provider asked to wait before retrying.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::RateLimited { retry_after, .. }
+            | ModelError::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// How model calls are retried: exponential backoff from `initial_backoff`, doubled each
+/// attempt up to `max_backoff`; a provider's `Retry-After` wins when it is longer (capped at
+/// `max_backoff`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (at least 1).
+    pub max_attempts: u32,
+    /// The wait before the second attempt.
+    pub initial_backoff: Duration,
+    /// The longest wait between attempts.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 4 attempts, waiting 0.5 s, 1 s, 2 s (at most 20 s when the provider asks for more).
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(20),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries.
+    pub fn none() -> Self {
+        RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        }
+    }
+
+    /// The wait before attempt `attempt + 1`, after `attempt` failed with `error`; `None` if no
+    /// attempt is left or the error is not worth retrying.
+    pub fn backoff(&self, attempt: u32, error: &ModelError) -> Option<Duration> {
+        if attempt >= self.max_attempts.max(1) || !error.is_retryable() {
+            return None;
+        }
+        let exponent = attempt.saturating_sub(1).min(16);
+        let exponential = self.initial_backoff.saturating_mul(1 << exponent);
+        let wait = match error.retry_after() {
+            Some(asked) => asked.max(exponential),
+            None => exponential,
+        };
+        Some(wait.min(self.max_backoff))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_ids_split_at_the_first_slash() {
+        let id = ModelId::new("openrouter/anthropic/claude-3.5-sonnet").unwrap();
+        assert_eq!(id.provider(), "openrouter");
+        assert_eq!(id.name(), "anthropic/claude-3.5-sonnet");
+        for bad in ["", "gpt-4o", "/gpt", "openai/", "open ai/x"] {
+            assert!(ModelId::new(bad).is_err(), "{bad}");
+        }
+        let json = serde_json::to_string(&id).unwrap();
+        assert_eq!(json, "\"openrouter/anthropic/claude-3.5-sonnet\"");
+        assert_eq!(serde_json::from_str::<ModelId>(&json).unwrap(), id);
+        assert!(serde_json::from_str::<ModelId>("\"nope\"").is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_honours_retry_after_and_stops() {
+        let policy = RetryPolicy::default();
+        let busy = ModelError::Unavailable {
+            provider: "p".into(),
+            status: 503,
+            message: "busy".into(),
+            retry_after: None,
+        };
+        let waits: Vec<_> = (1..=4)
+            .map(|attempt| policy.backoff(attempt, &busy))
+            .collect();
+        assert_eq!(
+            waits,
+            [
+                Some(Duration::from_millis(500)),
+                Some(Duration::from_secs(1)),
+                Some(Duration::from_secs(2)),
+                None
+            ]
+        );
+        let limited = ModelError::RateLimited {
+            provider: "p".into(),
+            message: "slow down".into(),
+            retry_after: Some(Duration::from_secs(7)),
+        };
+        assert_eq!(policy.backoff(1, &limited), Some(Duration::from_secs(7)));
+        let greedy = ModelError::RateLimited {
+            provider: "p".into(),
+            message: "slow down".into(),
+            retry_after: Some(Duration::from_secs(600)),
+        };
+        assert_eq!(policy.backoff(1, &greedy), Some(Duration::from_secs(20)));
+        let auth = ModelError::Auth {
+            provider: "openai".into(),
+            message: "bad key".into(),
+            env_var: Some("OPENAI_API_KEY".into()),
+        };
+        assert_eq!(policy.backoff(1, &auth), None);
+        assert!(auth.to_string().contains("OPENAI_API_KEY"));
+    }
+}
