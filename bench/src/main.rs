@@ -5,6 +5,7 @@
 
 mod alloc;
 mod dispatch;
+mod kernel;
 mod measure;
 
 use std::process::ExitCode;
@@ -15,11 +16,18 @@ static ALLOCATOR: alloc::CountingAllocator = alloc::CountingAllocator;
 /// A suite: its name, what it measures, and the function that runs it and returns its figures.
 type Suite = (&'static str, &'static str, fn() -> serde_json::Value);
 
-const SUITES: &[Suite] = &[(
-    "dispatch",
-    "ns per emit with 0, 1 and 8 `on` handlers and 8 taps, against boxed closures",
-    dispatch::run,
-)];
+const SUITES: &[Suite] = &[
+    (
+        "dispatch",
+        "ns per emit with 0, 1 and 8 `on` handlers and 8 taps, against boxed closures",
+        dispatch::run,
+    ),
+    (
+        "kernel",
+        "harness overhead of a single-tool run on the scripted model",
+        kernel::run,
+    ),
+];
 
 fn main() -> ExitCode {
     let requested: Vec<String> = std::env::args().skip(1).collect();

@@ -7,5 +7,6 @@
 //! - [`kernel`]: the agent loop, with healing, loop detection and strategy control, emitting
 //!   every kernel tag of the catalog through a [`harness_tags::Pipeline`].
 
+pub mod kernel;
 pub mod model;
 pub mod tool;

@@ -51,6 +51,7 @@ struct TagArgs {
     payload: Type,
     ctx: Type,
     suppressible: bool,
+    constrain: Option<syn::Path>,
 }
 
 fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
@@ -71,7 +72,15 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         payload,
         ctx,
         suppressible,
+        constrain,
     } = args;
+    let constrain = constrain.map(|path| {
+        quote! {
+            fn constrain(previous: &Self::Payload, next: Self::Payload) -> Self::Payload {
+                #path(previous, next)
+            }
+        }
+    });
     let payload_name = type_name(&payload);
     let ctx_name = type_name(&ctx);
     Ok(quote! {
@@ -81,6 +90,8 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             const SUPPRESSIBLE: bool = #suppressible;
             type Payload = #payload;
             type Ctx = #ctx;
+
+            #constrain
 
             fn descriptor() -> &'static ::harness_tags::TagDescriptor {
                 static DESCRIPTOR: ::harness_tags::TagDescriptor =
@@ -149,6 +160,7 @@ fn parse_args(input: &DeriveInput) -> syn::Result<TagArgs> {
     let mut payload: Option<Type> = None;
     let mut ctx: Option<Type> = None;
     let mut suppressible = false;
+    let mut constrain: Option<syn::Path> = None;
 
     attr.parse_nested_meta(|meta| {
         let key = meta
@@ -184,9 +196,11 @@ fn parse_args(input: &DeriveInput) -> syn::Result<TagArgs> {
                     true
                 };
             }
+            "constrain" => constrain = Some(meta.value()?.parse()?),
             _ => {
                 return Err(meta.error(
-                    "unknown tag attribute; expected `name`, `phase`, `payload`, `ctx` or `suppressible`",
+                    "unknown tag attribute; expected `name`, `phase`, `payload`, `ctx`, \
+                     `suppressible` or `constrain`",
                 ));
             }
         }
@@ -205,6 +219,7 @@ fn parse_args(input: &DeriveInput) -> syn::Result<TagArgs> {
         payload: payload.ok_or_else(|| missing("payload", "String"))?,
         ctx: ctx.ok_or_else(|| missing("ctx", "BaseCtx"))?,
         suppressible,
+        constrain,
     })
 }
 

@@ -881,3 +881,47 @@ async fn a_panicking_error_sink_does_not_break_the_emit() {
     let outcome = emit_string::<PromptSystem>(&pipeline, "p").await.unwrap();
     assert_eq!(outcome.into_payload().unwrap(), "p");
 }
+
+#[tokio::test]
+async fn a_hard_deny_cannot_be_loosened_by_any_later_handler() {
+    let pipeline = Pipeline::builder()
+        .compose(|c| {
+            c.on(ToolGateResult, |_: &GateVerdict, _: &ToolCallCtx| {
+                GateVerdict::hard_deny("rm -rf is forbidden")
+            })
+            .on(ToolGateResult, |_: &GateVerdict, _: &ToolCallCtx| GateVerdict::allow())
+            .on_json("tool.gate-result", |_: &Value, _: &harness_tags::TagInfo<'_>| {
+                json!({"decision": "allow", "hardDeny": false})
+            })
+        })
+        .build()
+        .unwrap();
+    let verdict = pipeline
+        .emit::<ToolGateResult>(GateVerdict::allow(), &ToolCallCtx::default())
+        .await
+        .unwrap()
+        .into_payload()
+        .unwrap();
+    assert_eq!(verdict, GateVerdict::hard_deny("rm -rf is forbidden"));
+
+    // A handler that sets the flag with another decision still denies.
+    let sloppy = Pipeline::builder()
+        .compose(|c| {
+            c.on(ToolGateResult, |_: &GateVerdict, _: &ToolCallCtx| {
+                GateVerdict {
+                    decision: GateDecision::Allow,
+                    reason: None,
+                    hard_deny: true,
+                }
+            })
+        })
+        .build()
+        .unwrap();
+    let verdict = sloppy
+        .emit::<ToolGateResult>(GateVerdict::allow(), &ToolCallCtx::default())
+        .await
+        .unwrap()
+        .into_payload()
+        .unwrap();
+    assert_eq!(verdict.decision, GateDecision::Deny);
+}

@@ -138,7 +138,7 @@ impl<T: Tag> Service<TagRequest<T>> for OnService<T> {
             let failure = match call_guarded(handler, request).await {
                 Ok(flow) => match classify(descriptor, flow) {
                     Step::Replace(reshaped) => {
-                        payload = reshaped;
+                        payload = T::constrain(&payload, reshaped);
                         None
                     }
                     Step::Keep => None,

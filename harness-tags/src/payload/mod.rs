@@ -285,6 +285,58 @@ pub struct GateVerdict {
     pub hard_deny: bool,
 }
 
+impl GateVerdict {
+    /// A verdict that allows the call.
+    pub fn allow() -> Self {
+        GateVerdict {
+            decision: GateDecision::Allow,
+            reason: None,
+            hard_deny: false,
+        }
+    }
+
+    /// A verdict that denies the call, for this reason.
+    pub fn deny(reason: impl Into<String>) -> Self {
+        GateVerdict {
+            decision: GateDecision::Deny,
+            reason: Some(reason.into()),
+            hard_deny: false,
+        }
+    }
+
+    /// An absolute deny: no later handler can loosen it.
+    pub fn hard_deny(reason: impl Into<String>) -> Self {
+        GateVerdict {
+            hard_deny: true,
+            ..GateVerdict::deny(reason)
+        }
+    }
+
+    /// A verdict that asks the user first.
+    pub fn ask(reason: impl Into<String>) -> Self {
+        GateVerdict {
+            decision: GateDecision::Ask,
+            reason: Some(reason.into()),
+            hard_deny: false,
+        }
+    }
+
+    /// The invariant of `tool.gate-result`: once a verdict is a hard deny, it stays exactly
+    /// that verdict; a verdict that sets `hard_deny` is a deny.
+    pub fn constrain(previous: &GateVerdict, next: GateVerdict) -> GateVerdict {
+        if previous.hard_deny {
+            previous.clone()
+        } else if next.hard_deny {
+            GateVerdict {
+                decision: GateDecision::Deny,
+                ..next
+            }
+        } else {
+            next
+        }
+    }
+}
+
 /// What a healing step changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]

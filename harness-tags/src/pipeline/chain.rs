@@ -271,7 +271,7 @@ impl<T: Tag> Chain<T> {
         let mut current = payload;
         for (index, handler) in self.sync_ons.iter().enumerate() {
             match handler(&current, ctx) {
-                Flow::Continue(payload) => current = payload,
+                Flow::Continue(payload) => current = T::constrain(&current, payload),
                 Flow::Keep => {}
                 flow => {
                     if let Some(end) = self.stopped(index, flow) {
@@ -438,7 +438,7 @@ impl<'a, T: Tag> Run<'a, T> {
                 // The hot path: a typed synchronous handler that continues or keeps.
                 OnKind::Sync(handler) => match chain.sync_ons[*handler](&self.current, ctx) {
                     Flow::Continue(payload) => {
-                        self.current = payload;
+                        self.current = T::constrain(&self.current, payload);
                         if self.json.is_some() {
                             self.json = None;
                         }
@@ -597,7 +597,7 @@ impl<'a, T: Tag> Run<'a, T> {
         let (kind, error) = match flow {
             TypedOrJson::Typed(flow) => match classify(descriptor, flow) {
                 Step::Replace(payload) => {
-                    self.current = payload;
+                    self.current = T::constrain(&self.current, payload);
                     self.json = None;
                     return None;
                 }
@@ -651,8 +651,9 @@ impl<'a, T: Tag> Run<'a, T> {
                 )),
             )
         })?;
-        self.current = payload;
-        self.json = Some(json);
+        self.current = T::constrain(&self.current, payload);
+        // The invariant may have changed the payload, so its JSON form is recomputed lazily.
+        self.json = None;
         Ok(())
     }
 

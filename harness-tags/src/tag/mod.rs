@@ -36,8 +36,10 @@ pub use render::{render_json, render_markdown};
 /// ```
 ///
 /// Attribute keys: `name` (`namespace.kebab-name`, dots allowed in the namespace), `phase` (a
-/// [`Phase`] variant), `payload` and `ctx` (types), and the optional `suppressible` flag, which
-/// says that an `on` handler may return [`Flow::Suppress`](crate::Flow::Suppress) for this tag.
+/// [`Phase`] variant), `payload` and `ctx` (types), the optional `suppressible` flag, which
+/// says that an `on` handler may return [`Flow::Suppress`](crate::Flow::Suppress) for this tag,
+/// and the optional `constrain = path`, a `fn(&Payload, Payload) -> Payload` every reshaped
+/// payload passes through (see [`Tag::constrain`]).
 /// The doc comment is required: it becomes the tag's description in the catalog.
 pub trait Tag: Send + Sync + 'static {
     /// The tag's name, `namespace.kebab-name`.
@@ -53,6 +55,17 @@ pub trait Tag: Send + Sync + 'static {
 
     /// The tag's catalog entry.
     fn descriptor() -> &'static TagDescriptor;
+
+    /// An invariant no handler can break: the pipeline passes every payload a handler returns
+    /// through it, with the payload the handler received. The default accepts anything.
+    ///
+    /// Declared with `#[tag(..., constrain = path::to::function)]`; `tool.gate-result` uses it
+    /// so that a hard deny can never be loosened by a later handler.
+    #[inline(always)]
+    fn constrain(previous: &Self::Payload, next: Self::Payload) -> Self::Payload {
+        let _ = previous;
+        next
+    }
 }
 
 /// The phase of the agent loop in which a tag is emitted.

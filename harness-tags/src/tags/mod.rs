@@ -112,7 +112,13 @@ pub struct ToolCallTag;
 /// - Result: the reshaped verdict is applied: allow runs the tool, deny refuses it, ask waits
 ///   for the user. A verdict with `hardDeny` set can never be loosened by a later handler.
 #[derive(Tag)]
-#[tag(name = "tool.gate-result", phase = Act, payload = GateVerdict, ctx = ToolCallCtx)]
+#[tag(
+    name = "tool.gate-result",
+    phase = Act,
+    payload = GateVerdict,
+    ctx = ToolCallCtx,
+    constrain = GateVerdict::constrain
+)]
 pub struct ToolGateResult;
 
 /// Emitted when healing repaired a tool call (name, argument names, JSON, types).
