@@ -10,6 +10,7 @@
 
 mod assemble;
 mod scripted;
+pub mod sse;
 
 use std::fmt;
 use std::str::FromStr;
