@@ -124,7 +124,8 @@ impl ResponseAssembler {
         } else {
             FinishReason::ToolCalls
         });
-        let thinking = (!self.thinking.is_empty() || self.signature.is_some()).then(|| Thinking {
+        let has_thinking = !self.thinking.is_empty() || self.signature.is_some();
+        let thinking = has_thinking.then_some(Thinking {
             text: self.thinking,
             signature: self.signature,
         });

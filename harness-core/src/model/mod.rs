@@ -9,6 +9,9 @@
 //! Model ids are `provider/name`, e.g. `openai/gpt-4o` or `anthropic/claude-sonnet-4-5`.
 
 mod assemble;
+mod call;
+mod http;
+mod openai;
 mod scripted;
 pub mod sse;
 
@@ -22,7 +25,12 @@ use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 pub use assemble::ResponseAssembler;
-pub use harness_tags::{FinishReason, ModelRequest, ModelResponse, Thinking, ToolCall, Usage};
+pub use call::{call_with_retries, collect_response};
+pub use harness_tags::{
+    FinishReason, KernelMessage, ModelRequest, ModelResponse, Thinking, ToolCall, ToolSpec, Usage,
+};
+pub use http::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, ProviderConfig};
+pub use openai::OpenAiModel;
 pub use scripted::{Scripted, ScriptedModel};
 
 /// A model id: `provider/name`. The name may itself contain slashes (OpenRouter's
@@ -257,6 +265,41 @@ pub enum ModelError {
     /// No model is configured for this id.
     #[error("no model for `{0}`; configure a provider for it or use another model id")]
     UnknownModel(String),
+    /// The model id names a provider nobody configured.
+    #[error(
+        "unknown model provider `{provider}`; use one of {known}, or register it with \
+         `ModelCatalog::with_provider`"
+    )]
+    UnknownProvider {
+        /// The provider part of the id.
+        provider: String,
+        /// The providers that are configured, comma-separated.
+        known: String,
+    },
+    /// The provider needs an API key and none was given.
+    #[error("no API key for {provider}; {hint}", hint = missing_key_hint(env_var))]
+    MissingApiKey {
+        /// The provider.
+        provider: String,
+        /// The environment variable the key is read from.
+        env_var: Option<String>,
+    },
+    /// The provider's configuration is unusable (a bad base URL, a client that cannot be
+    /// built).
+    #[error("{provider} is misconfigured: {message}")]
+    Config {
+        /// The provider.
+        provider: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn missing_key_hint(env_var: &Option<String>) -> String {
+    match env_var {
+        Some(var) => format!("set `{var}` or pass the key in the provider's configuration"),
+        None => "pass the key in the provider's configuration".to_owned(),
+    }
 }
 
 fn env_hint(env_var: &Option<String>) -> String {
