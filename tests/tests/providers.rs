@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use harness_core::model::{
-    FinishReason, KernelMessage, Model, ModelError, ModelRequest, ModelResponse, OpenAiModel,
-    ProviderConfig, ResponseAssembler, RetryPolicy, StreamEvent, Thinking, ToolCall, ToolSpec,
-    call_with_retries,
+    AnthropicModel, FinishReason, KernelMessage, Model, ModelError, ModelRequest, ModelResponse,
+    OpenAiModel, ProviderConfig, ResponseAssembler, RetryPolicy, StreamEvent, Thinking, ToolCall,
+    ToolSpec, call_with_retries,
 };
-use harness_tests::mock_llm::{MockLlm, MockResponse, openai};
+use harness_tests::mock_llm::{MockLlm, MockResponse, anthropic, openai};
 use serde_json::{Value, json};
 
 /// Streams one call: every event, and the assembled response or the first error.
@@ -598,4 +598,430 @@ async fn openai_non_stream_success_body_is_an_invalid_response() {
         matches!(&error, ModelError::InvalidResponse { message, .. } if message.contains("base URL")),
         "{error:?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Anthropic Messages
+
+fn anthropic_model(server: &MockLlm) -> AnthropicModel {
+    AnthropicModel::new(
+        "anthropic/claude-sonnet-4-5",
+        ProviderConfig::anthropic()
+            .with_base_url(server.url())
+            .with_api_key("sk-ant-test"),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn anthropic_streams_text_and_usage_split_at_every_few_bytes() {
+    let server = MockLlm::start().await.unwrap();
+    let frames = vec![
+        anthropic::event(
+            "message_start",
+            &json!({"type": "message_start", "message": {"id": "msg_1", "type": "message",
+                "role": "assistant", "content": [], "model": "claude-sonnet-4-5",
+                "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 12, "cache_read_input_tokens": 100,
+                    "cache_creation_input_tokens": 20, "output_tokens": 1}}}),
+        ),
+        anthropic::block_start(0, json!({"type": "text", "text": ""})),
+        anthropic::event("ping", &json!({"type": "ping"})),
+        anthropic::block_delta(0, json!({"type": "text_delta", "text": "Héllo"})),
+        anthropic::block_delta(0, json!({"type": "text_delta", "text": ", wörld 🦀"})),
+        anthropic::block_stop(0),
+        anthropic::message_delta("end_turn", 9),
+        anthropic::message_stop(),
+    ];
+    for size in [1, 3, 7, 64, 100_000] {
+        server.push(MockResponse::sse(frames.clone()).split_every(size));
+    }
+    let model = anthropic_model(&server);
+    for size in [1, 3, 7, 64, 100_000] {
+        let (events, response) = run(&model, &user("Hi")).await;
+        let response = response.unwrap();
+        assert_eq!(
+            texts(&events),
+            ["Héllo", ", wörld 🦀"],
+            "pieces of {size} bytes"
+        );
+        assert_eq!(response.content, "Héllo, wörld 🦀");
+        assert_eq!(response.finish_reason, FinishReason::Stop);
+        assert_eq!(
+            events.last(),
+            Some(&StreamEvent::Finish(FinishReason::Stop))
+        );
+        let usage = response.usage;
+        assert_eq!(
+            (
+                usage.input_tokens,
+                usage.output_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens
+            ),
+            (132, 9, 100, 20),
+            "input tokens include cache reads and writes"
+        );
+    }
+}
+
+#[tokio::test]
+async fn anthropic_tool_use_input_split_across_chunks_and_mid_token() {
+    let server = MockLlm::start().await.unwrap();
+    let input = |index: usize, piece: &str| {
+        anthropic::block_delta(
+            index,
+            json!({"type": "input_json_delta", "partial_json": piece}),
+        )
+    };
+    server.push(
+        MockResponse::sse([
+            anthropic::message_start(50, 1),
+            anthropic::block_start(0, json!({"type": "text", "text": ""})),
+            anthropic::block_delta(0, json!({"type": "text_delta", "text": "Reading."})),
+            anthropic::block_stop(0),
+            anthropic::block_start(
+                1,
+                json!({"type": "tool_use", "id": "toolu_A", "name": "read_file", "input": {}}),
+            ),
+            input(1, ""),
+            input(1, "{\"pa"),
+            input(1, "th\": \"src/ma"),
+            input(1, "in.rs\"}"),
+            anthropic::block_stop(1),
+            anthropic::block_start(
+                2,
+                json!({"type": "tool_use", "id": "toolu_B", "name": "grep", "input": {}}),
+            ),
+            input(2, "{\"pattern\": \"fn m"),
+            input(2, "ainé\"}"),
+            anthropic::block_stop(2),
+            anthropic::message_delta("tool_use", 30),
+            anthropic::message_stop(),
+        ])
+        .split_every(5),
+    );
+    let (events, response) = run(&anthropic_model(&server), &user("Find main")).await;
+    let response = response.unwrap();
+    assert_eq!(response.content, "Reading.");
+    assert_eq!(response.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(
+        response.tool_calls,
+        [
+            ToolCall {
+                id: "toolu_A".into(),
+                name: "read_file".into(),
+                arguments: json!({"path": "src/main.rs"})
+            },
+            ToolCall {
+                id: "toolu_B".into(),
+                name: "grep".into(),
+                arguments: json!({"pattern": "fn mainé"})
+            },
+        ]
+    );
+    assert!(events.contains(&StreamEvent::ToolCallStart {
+        index: 1,
+        id: "toolu_B".into(),
+        name: "grep".into()
+    }));
+    assert!(events.contains(&StreamEvent::ToolCallEnd { index: 0 }));
+    assert_eq!(
+        (response.usage.input_tokens, response.usage.output_tokens),
+        (50, 30)
+    );
+}
+
+#[tokio::test]
+async fn anthropic_thinking_with_signature() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(MockResponse::sse([
+        anthropic::message_start(10, 1),
+        anthropic::block_start(0, json!({"type": "thinking", "thinking": ""})),
+        anthropic::block_delta(0, json!({"type": "thinking_delta", "thinking": "Let me "})),
+        anthropic::block_delta(0, json!({"type": "thinking_delta", "thinking": "think."})),
+        anthropic::block_delta(
+            0,
+            json!({"type": "signature_delta", "signature": "EqQBCgIYAhIM"}),
+        ),
+        anthropic::block_stop(0),
+        anthropic::block_start(1, json!({"type": "text", "text": ""})),
+        anthropic::block_delta(1, json!({"type": "text_delta", "text": "42"})),
+        anthropic::block_stop(1),
+        anthropic::message_delta("end_turn", 20),
+        anthropic::message_stop(),
+    ]));
+    let model = anthropic_model(&server).with_thinking(2_000);
+    let mut request = user("?");
+    request.temperature = Some(0.2);
+    let (events, response) = run(&model, &request).await;
+    let response = response.unwrap();
+    assert_eq!(events[1], StreamEvent::ThinkingDelta("Let me ".into()));
+    assert_eq!(
+        response.thinking,
+        Some(Thinking {
+            text: "Let me think.".into(),
+            signature: Some("EqQBCgIYAhIM".into())
+        })
+    );
+    assert_eq!(response.content, "42");
+    let body = server.requests()[0].body_json().clone();
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2000})
+    );
+    assert!(
+        body.get("temperature").is_none(),
+        "thinking requires the default temperature"
+    );
+    assert!(body["max_tokens"].as_u64().unwrap() > 2000);
+}
+
+#[tokio::test]
+async fn anthropic_stop_reasons() {
+    let server = MockLlm::start().await.unwrap();
+    for reason in ["max_tokens", "stop_sequence", "refusal", "end_turn"] {
+        server.push(MockResponse::sse([
+            anthropic::message_start(1, 1),
+            anthropic::block_start(0, json!({"type": "text", "text": "partial"})),
+            anthropic::block_stop(0),
+            anthropic::message_delta(reason, 2),
+            anthropic::message_stop(),
+        ]));
+    }
+    let model = anthropic_model(&server);
+    let mut reasons = Vec::new();
+    for _ in 0..4 {
+        let response = run(&model, &user("go")).await.1.unwrap();
+        assert_eq!(response.content, "partial");
+        reasons.push(response.finish_reason);
+    }
+    assert_eq!(
+        reasons,
+        [
+            FinishReason::Length,
+            FinishReason::Stop,
+            FinishReason::Refusal,
+            FinishReason::Stop
+        ]
+    );
+}
+
+#[tokio::test]
+async fn anthropic_request_follows_the_documented_format() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(anthropic::text("Done."));
+    run(&anthropic_model(&server), &rich_request())
+        .await
+        .1
+        .unwrap();
+    let requests = server.requests();
+    let request = &requests[0];
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("POST", "/v1/messages")
+    );
+    assert_eq!(request.header("x-api-key"), Some("sk-ant-test"));
+    assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(request.header("authorization"), None);
+    let body = request.body_json();
+    assert_eq!(body["model"], "claude-sonnet-4-5");
+    assert_eq!(body["max_tokens"], 1000);
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["temperature"], 0.5);
+    assert_eq!(body["system"], "You are a coding agent.");
+    assert_eq!(
+        body["tools"],
+        json!([{"name": "read_file", "description": "Reads a file.",
+            "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}])
+    );
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "Read a.rs and b.rs"}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Two files, read both at once.", "signature": "sig-123"},
+                {"type": "text", "text": "Reading both."},
+                {"type": "tool_use", "id": "call_a", "name": "read_file", "input": {"path": "a.rs"}},
+                {"type": "tool_use", "id": "call_b", "name": "read_file", "input": {"path": "b.rs"}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_a", "content": "fn a() {}"},
+                {"type": "tool_result", "tool_use_id": "call_b", "content": "no such file", "is_error": true},
+                {"type": "text", "text": "<system-reminder>\nYou have 3 steps left.\n</system-reminder>"},
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "call_c", "name": "read_file", "input": {}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_c", "content": "invalid arguments", "is_error": true},
+                {"type": "text", "text": "Summarize."},
+            ]},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn anthropic_default_max_tokens_and_a_keyless_proxy() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(anthropic::text("ok"));
+    let model = AnthropicModel::new(
+        "anthropic/claude-3-5-haiku-latest",
+        ProviderConfig::new(server.url()),
+    )
+    .unwrap();
+    run(&model, &user("hi")).await.1.unwrap();
+    let request = &server.requests()[0];
+    assert_eq!(request.header("x-api-key"), None);
+    assert_eq!(request.body_json()["max_tokens"], 8192);
+}
+
+#[tokio::test]
+async fn anthropic_429_with_retry_after_then_success() {
+    let server = MockLlm::start().await.unwrap();
+    let limited = MockResponse::json(
+        429,
+        &json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your per-minute rate limit"}}),
+    )
+    .header("retry-after", "2");
+    server.push(limited.clone());
+    let model = anthropic_model(&server);
+    let error = run(&model, &user("hi")).await.1.unwrap_err();
+    assert!(
+        matches!(&error, ModelError::RateLimited { retry_after: Some(wait), message, .. }
+            if *wait == Duration::from_secs(2) && message.contains("per-minute rate limit")),
+        "{error:?}"
+    );
+    server.push(limited).push(anthropic::text("after the wait"));
+    let response = call_with_retries(&model, &user("hi"), &quick_retries())
+        .await
+        .unwrap();
+    assert_eq!(response.content, "after the wait");
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn anthropic_529_overloaded_is_retryable() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(MockResponse::json(
+        529,
+        &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    ));
+    server.push(anthropic::text("back"));
+    let model = anthropic_model(&server);
+    let error = run(&model, &user("hi")).await.1.unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Unavailable { status: 529, message, .. } if message == "Overloaded"),
+        "{error:?}"
+    );
+    assert!(error.is_retryable());
+    assert_eq!(run(&model, &user("hi")).await.1.unwrap().content, "back");
+}
+
+#[tokio::test]
+async fn anthropic_connection_dropped_mid_stream_is_a_retryable_connection_error() {
+    let server = MockLlm::start().await.unwrap();
+    let fixture = anthropic::text("one two three four");
+    // message_start, block start, ping, "one ": then the connection drops.
+    server.push(fixture.clone().drop_after(4));
+    let model = anthropic_model(&server);
+    let (events, result) = run(&model, &user("count")).await;
+    let error = result.unwrap_err();
+    assert!(matches!(error, ModelError::Connection { .. }), "{error:?}");
+    assert!(error.is_retryable());
+    assert_eq!(texts(&events), ["one "]);
+
+    server.push(fixture.clone().drop_after(5)).push(fixture);
+    let response = call_with_retries(&model, &user("count"), &quick_retries())
+        .await
+        .unwrap();
+    assert_eq!(response.content, "one two three four");
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn anthropic_error_event_mid_stream() {
+    let server = MockLlm::start().await.unwrap();
+    let frames = |kind: &str, message: &str| {
+        MockResponse::sse([
+            anthropic::message_start(10, 1),
+            anthropic::block_start(0, json!({"type": "text", "text": ""})),
+            anthropic::block_delta(0, json!({"type": "text_delta", "text": "Par"})),
+            anthropic::event(
+                "error",
+                &json!({"type": "error", "error": {"type": kind, "message": message}}),
+            ),
+            anthropic::block_delta(0, json!({"type": "text_delta", "text": "never seen"})),
+        ])
+    };
+    server.push(frames("overloaded_error", "Overloaded"));
+    server.push(frames(
+        "invalid_request_error",
+        "messages: text content blocks must be non-empty",
+    ));
+    let model = anthropic_model(&server);
+    let (events, result) = run(&model, &user("x")).await;
+    assert_eq!(texts(&events), ["Par"]);
+    match result.unwrap_err() {
+        ModelError::Stream {
+            kind,
+            message,
+            retryable,
+            ..
+        } => {
+            assert_eq!(
+                (kind.as_str(), message.as_str(), retryable),
+                ("overloaded_error", "Overloaded", true)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let error = run(&model, &user("x")).await.1.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            ModelError::Stream {
+                retryable: false,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn anthropic_401_names_the_env_var() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(MockResponse::json(
+        401,
+        &json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+    ));
+    let error = run(&anthropic_model(&server), &user("hi"))
+        .await
+        .1
+        .unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Auth { provider, message, env_var: Some(var) }
+            if provider == "anthropic" && message == "invalid x-api-key" && var == "ANTHROPIC_API_KEY"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("ANTHROPIC_API_KEY"));
+}
+
+#[tokio::test]
+async fn anthropic_context_overflow() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(MockResponse::json(
+        400,
+        &json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210043 tokens > 200000 maximum"}}),
+    ));
+    let error = run(&anthropic_model(&server), &user("hi"))
+        .await
+        .1
+        .unwrap_err();
+    assert!(
+        matches!(&error, ModelError::ContextOverflow { message } if message.contains("210043")),
+        "{error:?}"
+    );
+    assert!(!error.is_retryable());
 }

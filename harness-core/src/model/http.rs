@@ -318,6 +318,8 @@ pub(crate) fn transport_error(provider: &str, error: &reqwest::Error) -> ModelEr
         "timed out: "
     } else if error.is_connect() {
         "could not connect: "
+    } else if error.is_body() || error.is_decode() {
+        "the response broke off: "
     } else {
         ""
     };

@@ -8,6 +8,7 @@
 //!
 //! Model ids are `provider/name`, e.g. `openai/gpt-4o` or `anthropic/claude-sonnet-4-5`.
 
+mod anthropic;
 mod assemble;
 mod call;
 mod http;
@@ -24,6 +25,7 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
+pub use anthropic::{ANTHROPIC_VERSION, AnthropicModel, default_max_tokens};
 pub use assemble::ResponseAssembler;
 pub use call::{call_with_retries, collect_response};
 pub use harness_tags::{
