@@ -2,13 +2,14 @@
 //! fixtures in each provider's documented wire format.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use harness_core::model::{
-    AnthropicModel, FinishReason, KernelMessage, Model, ModelError, ModelRequest, ModelResponse,
-    OpenAiModel, ProviderConfig, ResponseAssembler, RetryPolicy, StreamEvent, Thinking, ToolCall,
-    ToolSpec, call_with_retries,
+    AnthropicModel, FinishReason, KernelMessage, Model, ModelCatalog, ModelError, ModelRequest,
+    ModelResponse, OpenAiModel, ProviderConfig, ResponseAssembler, RetryPolicy, StreamEvent,
+    Thinking, ToolCall, ToolSpec, call_with_retries,
 };
 use harness_tests::mock_llm::{MockLlm, MockResponse, anthropic, openai};
 use serde_json::{Value, json};
@@ -1024,4 +1025,58 @@ async fn anthropic_context_overflow() {
         "{error:?}"
     );
     assert!(!error.is_retryable());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The catalog builds working clients
+
+#[tokio::test]
+async fn resolved_models_talk_to_their_provider() {
+    let server = MockLlm::start().await.unwrap();
+    let catalog = ModelCatalog::new()
+        .with_env(Arc::new(|var: &str| match var {
+            "GROQ_API_KEY" => Some("gsk-env".to_owned()),
+            "ANTHROPIC_API_KEY" => Some("sk-ant-env".to_owned()),
+            _ => None,
+        }))
+        .with_config("groq", |config| {
+            config.with_base_url(format!("{}/openai/v1", server.url()))
+        })
+        .with_config("anthropic", |config| config.with_base_url(server.url()))
+        .with_config("ollama", |config| {
+            config.with_base_url(format!("{}/v1", server.url()))
+        });
+    server
+        .push(openai::text("from groq"))
+        .push(anthropic::text("from claude"))
+        .push(openai::tool_calls(&[(
+            "call_1",
+            "read_file",
+            json!({"path": "é.rs"}),
+        )]));
+
+    let groq = catalog
+        .resolve_model("groq/llama-3.3-70b-versatile")
+        .unwrap();
+    assert_eq!(
+        run(groq.as_ref(), &user("hi")).await.1.unwrap().content,
+        "from groq"
+    );
+    let claude = catalog.resolve_model("anthropic/claude-haiku-4-5").unwrap();
+    assert_eq!(
+        run(claude.as_ref(), &user("hi")).await.1.unwrap().content,
+        "from claude"
+    );
+    let local = catalog.resolve_model("ollama/qwen2.5-coder").unwrap();
+    let response = run(local.as_ref(), &user("hi")).await.1.unwrap();
+    assert_eq!(response.tool_calls[0].arguments, json!({"path": "é.rs"}));
+
+    let requests = server.requests();
+    assert_eq!(requests[0].path, "/openai/v1/chat/completions");
+    assert_eq!(requests[0].header("authorization"), Some("Bearer gsk-env"));
+    assert_eq!(requests[0].body_json()["model"], "llama-3.3-70b-versatile");
+    assert_eq!(requests[1].path, "/v1/messages");
+    assert_eq!(requests[1].header("x-api-key"), Some("sk-ant-env"));
+    assert_eq!(requests[2].path, "/v1/chat/completions");
+    assert_eq!(requests[2].header("authorization"), None);
 }

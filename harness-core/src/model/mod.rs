@@ -11,6 +11,7 @@
 mod anthropic;
 mod assemble;
 mod call;
+mod catalog;
 mod http;
 mod openai;
 mod scripted;
@@ -28,6 +29,10 @@ use serde::{Deserialize, Serialize};
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicModel, default_max_tokens};
 pub use assemble::ResponseAssembler;
 pub use call::{call_with_retries, collect_response};
+pub use catalog::{
+    AVAILABLE_MODELS_TTL, AuthChecker, AvailableModel, Clock, EnvReader, ModelCatalog,
+    ProviderEntry, ProviderKind, builtin_providers, list_available_models, resolve_model,
+};
 pub use harness_tags::{
     FinishReason, KernelMessage, ModelRequest, ModelResponse, Thinking, ToolCall, ToolSpec, Usage,
 };
