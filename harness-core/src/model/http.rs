@@ -168,7 +168,7 @@ impl fmt::Debug for ProviderConfig {
 }
 
 /// What a provider model holds after construction: its client and resolved settings.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     pub(crate) provider: Arc<str>,
     pub(crate) client: reqwest::Client,
@@ -176,6 +176,16 @@ pub(crate) struct Endpoint {
     pub(crate) api_key: Option<String>,
     pub(crate) api_key_env: Option<String>,
     pub(crate) headers: Vec<(String, String)>,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("url", &self.url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key_env", &self.api_key_env)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Endpoint {
@@ -197,6 +207,13 @@ impl Endpoint {
             return Err(ModelError::Config {
                 provider: provider.to_owned(),
                 message: format!("base URL `{base}` must start with http:// or https://"),
+            });
+        }
+        if base.starts_with("https://") && !cfg!(feature = "rustls") {
+            return Err(ModelError::Config {
+                provider: provider.to_owned(),
+                message: "HTTPS needs harness-core's `rustls` feature, which this build lacks"
+                    .to_owned(),
             });
         }
         Ok(Endpoint {

@@ -1,10 +1,28 @@
-//! Models: the [`Model`] trait, model ids, the streaming protocol and its errors.
+//! Models: the [`Model`] trait, model ids, the streaming protocol and its errors, and the
+//! providers.
 //!
 //! A model turns a [`ModelRequest`] into a stream of [`StreamEvent`]s: text and thinking
 //! deltas, tool-call input deltas, usage and a finish reason. [`ResponseAssembler`] folds the
-//! stream into the [`ModelResponse`] the kernel acts on. Providers:
+//! stream into the [`ModelResponse`] the kernel acts on; [`collect_response`] does it for a
+//! whole stream and [`call_with_retries`] adds retries with backoff ([`RetryPolicy`], which
+//! honours the provider's `Retry-After`). Providers make one attempt per call:
 //!
+//! - [`OpenAiModel`]: OpenAI Chat Completions, streamed over SSE, against OpenAI or any
+//!   OpenAI-compatible base URL (Ollama, vLLM, llama.cpp's server, OpenRouter, Groq, DeepSeek,
+//!   Gemini's compatibility endpoint).
+//! - [`AnthropicModel`]: Anthropic Messages, streamed over SSE, with extended thinking.
 //! - [`ScriptedModel`]: a queue of responses, for tests and offline use.
+//!
+//! Both HTTP providers take a [`ProviderConfig`] (base URL, API key or its environment
+//! variable, connect and read timeouts) and map failures to typed [`ModelError`]s: 401/403 to
+//! [`ModelError::Auth`] naming the key's variable, context overflow to
+//! [`ModelError::ContextOverflow`], 429 to [`ModelError::RateLimited`] and 5xx/529 to
+//! [`ModelError::Unavailable`] with `Retry-After`, dropped or idle streams to
+//! [`ModelError::Connection`], errors inside the stream to [`ModelError::Stream`]. The
+//! [`sse`] module holds the Server-Sent Events parser they share.
+//!
+//! [`ModelCatalog`] knows the providers: [`list_available_models`] tells which models have a
+//! key (cached 10 s) and [`resolve_model`] builds a model from its id.
 //!
 //! Model ids are `provider/name`, e.g. `openai/gpt-4o` or `anthropic/claude-sonnet-4-5`.
 
