@@ -2,6 +2,7 @@
 //! they share.
 
 pub mod fixtures;
+pub mod mock_llm;
 
 /// The README's Rust examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]

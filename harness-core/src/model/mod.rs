@@ -1,15 +1,39 @@
-//! Models: the [`Model`] trait, model ids, the streaming protocol and its errors.
+//! Models: the [`Model`] trait, model ids, the streaming protocol and its errors, and the
+//! providers.
 //!
 //! A model turns a [`ModelRequest`] into a stream of [`StreamEvent`]s: text and thinking
 //! deltas, tool-call input deltas, usage and a finish reason. [`ResponseAssembler`] folds the
-//! stream into the [`ModelResponse`] the kernel acts on. Providers:
+//! stream into the [`ModelResponse`] the kernel acts on; [`collect_response`] does it for a
+//! whole stream and [`call_with_retries`] adds retries with backoff ([`RetryPolicy`], which
+//! honours the provider's `Retry-After`). Providers make one attempt per call:
 //!
+//! - [`OpenAiModel`]: OpenAI Chat Completions, streamed over SSE, against OpenAI or any
+//!   OpenAI-compatible base URL (Ollama, vLLM, llama.cpp's server, OpenRouter, Groq, DeepSeek,
+//!   Gemini's compatibility endpoint).
+//! - [`AnthropicModel`]: Anthropic Messages, streamed over SSE, with extended thinking.
 //! - [`ScriptedModel`]: a queue of responses, for tests and offline use.
+//!
+//! Both HTTP providers take a [`ProviderConfig`] (base URL, API key or its environment
+//! variable, connect and read timeouts) and map failures to typed [`ModelError`]s: 401/403 to
+//! [`ModelError::Auth`] naming the key's variable, context overflow to
+//! [`ModelError::ContextOverflow`], 429 to [`ModelError::RateLimited`] and 5xx/529 to
+//! [`ModelError::Unavailable`] with `Retry-After`, dropped or idle streams to
+//! [`ModelError::Connection`], errors inside the stream to [`ModelError::Stream`]. The
+//! [`sse`] module holds the Server-Sent Events parser they share.
+//!
+//! [`ModelCatalog`] knows the providers: [`list_available_models`] tells which models have a
+//! key (cached 10 s) and [`resolve_model`] builds a model from its id.
 //!
 //! Model ids are `provider/name`, e.g. `openai/gpt-4o` or `anthropic/claude-sonnet-4-5`.
 
+mod anthropic;
 mod assemble;
+mod call;
+mod catalog;
+mod http;
+mod openai;
 mod scripted;
+pub mod sse;
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,8 +44,18 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
+pub use anthropic::{ANTHROPIC_VERSION, AnthropicModel, default_max_tokens};
 pub use assemble::ResponseAssembler;
-pub use harness_tags::{FinishReason, ModelRequest, ModelResponse, Thinking, ToolCall, Usage};
+pub use call::{call_with_retries, collect_response};
+pub use catalog::{
+    AVAILABLE_MODELS_TTL, AuthChecker, AvailableModel, Clock, EnvReader, ModelCatalog,
+    ProviderEntry, ProviderKind, builtin_providers, list_available_models, resolve_model,
+};
+pub use harness_tags::{
+    FinishReason, KernelMessage, ModelRequest, ModelResponse, Thinking, ToolCall, ToolSpec, Usage,
+};
+pub use http::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, ProviderConfig};
+pub use openai::OpenAiModel;
 pub use scripted::{Scripted, ScriptedModel};
 
 /// A model id: `provider/name`. The name may itself contain slashes (OpenRouter's
@@ -256,6 +290,41 @@ pub enum ModelError {
     /// No model is configured for this id.
     #[error("no model for `{0}`; configure a provider for it or use another model id")]
     UnknownModel(String),
+    /// The model id names a provider nobody configured.
+    #[error(
+        "unknown model provider `{provider}`; use one of {known}, or register it with \
+         `ModelCatalog::with_provider`"
+    )]
+    UnknownProvider {
+        /// The provider part of the id.
+        provider: String,
+        /// The providers that are configured, comma-separated.
+        known: String,
+    },
+    /// The provider needs an API key and none was given.
+    #[error("no API key for {provider}; {hint}", hint = missing_key_hint(env_var))]
+    MissingApiKey {
+        /// The provider.
+        provider: String,
+        /// The environment variable the key is read from.
+        env_var: Option<String>,
+    },
+    /// The provider's configuration is unusable (a bad base URL, a client that cannot be
+    /// built).
+    #[error("{provider} is misconfigured: {message}")]
+    Config {
+        /// The provider.
+        provider: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn missing_key_hint(env_var: &Option<String>) -> String {
+    match env_var {
+        Some(var) => format!("set `{var}` or pass the key in the provider's configuration"),
+        None => "pass the key in the provider's configuration".to_owned(),
+    }
 }
 
 fn env_hint(env_var: &Option<String>) -> String {
