@@ -868,3 +868,76 @@ async fn taps_never_change_what_the_kernel_uses() {
     let result = kernel.run(RunInput::new("go")).await;
     assert_eq!(result.final_text.as_deref(), Some("untouched"));
 }
+
+/// The same tags, end to end through a real provider client: the reshaped request and the
+/// reshaped tool result are what the HTTP server receives.
+#[tokio::test]
+async fn reshaped_requests_and_results_reach_a_real_provider_over_http() {
+    use harness_core::model::{OpenAiModel, ProviderConfig};
+    use harness_tests::mock_llm::{MockLlm, openai};
+
+    let server = MockLlm::start().await.unwrap();
+    server
+        .push(openai::tool_calls(&[(
+            "call_1",
+            "echo",
+            json!({"text": "token=abc123"}),
+        )]))
+        .push(openai::text("Done."));
+    let model = OpenAiModel::new("openai/gpt-4o", ProviderConfig::new(server.url())).unwrap();
+    let calls = Calls::default();
+    let pipeline = handlers(|c| {
+        c.on(ModelRequestTag, |request: &ModelRequest, _: &ModelCtx| {
+            let mut request = request.clone();
+            request
+                .messages
+                .insert(0, KernelMessage::system("Memory: prefers short answers."));
+            request
+        })
+        .on(
+            MessageToolResult,
+            |msg: &KernelMessage, _: &ToolResultCtx| {
+                msg.with_content(msg.content().replace("abc123", "<SECRET>"))
+            },
+        )
+    });
+    let kernel = Kernel::builder()
+        .model(model)
+        .instructions("Be brief.")
+        .pipeline(pipeline)
+        .tool(echo(Arc::clone(&calls)))
+        .build()
+        .unwrap();
+    let result = kernel.run(RunInput::new("echo the token")).await;
+    assert_eq!(
+        result.final_text.as_deref(),
+        Some("Done."),
+        "{:?}",
+        result.error
+    );
+    assert_eq!(
+        *calls.lock().unwrap(),
+        ["token=abc123"],
+        "the tool got the real value"
+    );
+
+    let requests = server.requests();
+    let first = requests[0].body_json();
+    assert_eq!(
+        first["messages"][0],
+        json!({"role": "system", "content": "Be brief."})
+    );
+    assert_eq!(
+        first["messages"][1],
+        json!({"role": "system", "content": "Memory: prefers short answers."})
+    );
+    let second = requests[1].body_json();
+    let tool_message = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    assert_eq!(tool_message["tool_call_id"], "call_1");
+    assert_eq!(tool_message["content"], "echo: token=<SECRET>");
+}

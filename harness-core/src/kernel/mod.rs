@@ -186,12 +186,6 @@ pub enum KernelBuildError {
     /// A tool could not be registered.
     #[error(transparent)]
     Tool(#[from] RegistryError),
-    /// A strategy names a model but no resolver was given.
-    #[error(
-        "strategy `{0}` switches to another model, but the kernel has no model resolver; set \
-         one with `KernelBuilder::model_resolver`"
-    )]
-    NoResolver(String),
     /// Two strategies share a name.
     #[error("strategy `{0}` is configured twice; strategy names must be unique")]
     DuplicateStrategy(String),
@@ -229,7 +223,8 @@ impl KernelBuilder {
         self
     }
 
-    /// How strategies find the models they name.
+    /// How strategies find the models they name (default: [`resolve_model`](crate::model::resolve_model),
+    /// the built-in providers configured from the environment).
     pub fn model_resolver(
         mut self,
         resolver: impl Fn(&ModelId) -> Result<Arc<dyn Model>, ModelError> + Send + Sync + 'static,
@@ -356,9 +351,6 @@ impl KernelBuilder {
         for strategy in &self.config.strategies {
             if !names.insert(strategy.name.as_str()) {
                 return Err(KernelBuildError::DuplicateStrategy(strategy.name.clone()));
-            }
-            if strategy.model.is_some() && self.resolver.is_none() {
-                return Err(KernelBuildError::NoResolver(strategy.name.clone()));
             }
             for tool in strategy.tools.iter().flatten() {
                 if tools.get(tool).is_none() {

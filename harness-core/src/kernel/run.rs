@@ -1270,7 +1270,7 @@ impl<'k> Run<'k> {
         if let Some(model_id) = &strategy.model {
             let resolved = match &self.kernel.resolver {
                 Some(resolve) => resolve(model_id),
-                None => Err(ModelError::UnknownModel(model_id.to_string())),
+                None => crate::model::resolve_model(model_id.as_str()),
             };
             match resolved {
                 Ok(model) => {
