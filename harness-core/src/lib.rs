@@ -6,6 +6,9 @@
 //! - [`tool`]: the [`Tool`](tool::Tool) trait, typed function tools and the registry.
 //! - [`kernel`]: the agent loop, with healing, loop detection and strategy control, emitting
 //!   every kernel tag of the catalog through a [`harness_tags::Pipeline`].
+//! - [`store`]: threads, messages and plugin records behind the `Store` trait, and thread locks.
+//! - [`event`] and [`display`]: the harness's events and the display state folded from them.
+//! - [`task`]: the task list.
 
 pub mod kernel;
 pub mod model;
