@@ -10,6 +10,11 @@
 //! - [`event`] and [`display`]: the harness's events and the display state folded from them.
 //! - [`task`]: the task list.
 
+pub mod builtin;
+pub mod display;
+pub mod event;
 pub mod kernel;
 pub mod model;
+pub mod store;
+pub mod task;
 pub mod tool;
