@@ -136,14 +136,20 @@ pub fn ask_user() -> impl Tool {
                 "selectionMode": selection,
             });
             let schema = match selection {
-                Some(SelectionMode::MultiSelect) => json!({"type": "array", "items": {"type": "string"}}),
+                Some(SelectionMode::MultiSelect) => {
+                    json!({"type": "array", "items": {"type": "string"}})
+                }
                 _ => json!({"type": "string"}),
             };
             match ctx.suspend(payload, Some(schema)).await {
-                Ok(answer) => Ok(ToolOutput::from(format!("User answered: {}", answer_text(&answer)))),
-                Err(SuspendError::Unavailable) => {
-                    Ok(ToolOutput::from(format!("[Question for user]: {}", args.question)))
-                }
+                Ok(answer) => Ok(ToolOutput::from(format!(
+                    "User answered: {}",
+                    answer_text(&answer)
+                ))),
+                Err(SuspendError::Unavailable) => Ok(ToolOutput::from(format!(
+                    "[Question for user]: {}",
+                    args.question
+                ))),
                 Err(SuspendError::Aborted) => Err(ToolError::new("the question was cancelled")),
             }
         },
@@ -156,7 +162,11 @@ fn answer_text(answer: &Value) -> String {
         Value::String(text) => text.clone(),
         Value::Array(items) => items
             .iter()
-            .map(|item| item.as_str().map(str::to_owned).unwrap_or_else(|| item.to_string()))
+            .map(|item| {
+                item.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| item.to_string())
+            })
             .collect::<Vec<_>>()
             .join(", "),
         other => other.to_string(),
@@ -208,7 +218,9 @@ pub fn submit_plan(on_approved: OnPlanApproved) -> impl Tool {
         move |args: SubmitPlanArgs, ctx: ToolContext| {
             let on_approved = Arc::clone(&on_approved);
             async move {
-                let title = args.title.unwrap_or_else(|| "Implementation Plan".to_owned());
+                let title = args
+                    .title
+                    .unwrap_or_else(|| "Implementation Plan".to_owned());
                 let payload = json!({"title": title, "plan": args.plan});
                 let schema = json!({
                     "type": "object",
@@ -277,21 +289,32 @@ pub fn request_access() -> impl Tool {
                 Ok(answer) => {
                     let granted = match &answer {
                         Value::Bool(granted) => *granted,
-                        Value::Object(object) => object.get("granted").and_then(Value::as_bool).unwrap_or(false),
-                        Value::String(text) => matches!(text.trim().to_ascii_lowercase().as_str(), "yes" | "y" | "true" | "granted"),
+                        Value::Object(object) => object
+                            .get("granted")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                        Value::String(text) => matches!(
+                            text.trim().to_ascii_lowercase().as_str(),
+                            "yes" | "y" | "true" | "granted"
+                        ),
                         _ => false,
                     };
                     Ok(ToolOutput::from(if granted {
                         format!("Access to {} was granted.", args.resource)
                     } else {
-                        format!("Access to {} was denied. Continue without it.", args.resource)
+                        format!(
+                            "Access to {} was denied. Continue without it.",
+                            args.resource
+                        )
                     }))
                 }
                 Err(SuspendError::Unavailable) => Ok(ToolOutput::from(format!(
                     "[Access request]: {} ({}). No one is available to grant it; continue without it.",
                     args.resource, args.reason
                 ))),
-                Err(SuspendError::Aborted) => Err(ToolError::new("the access request was cancelled")),
+                Err(SuspendError::Aborted) => {
+                    Err(ToolError::new("the access request was cancelled"))
+                }
             }
         },
     )
@@ -407,7 +430,10 @@ pub fn task_check(board: Arc<TaskBoard>) -> impl Tool {
 pub fn task_check_report(tasks: &[TaskItem]) -> Value {
     let count = |status: TaskStatus| tasks.iter().filter(|t| t.status == status).count();
     let completed = count(TaskStatus::Completed);
-    let incomplete: Vec<&TaskItem> = tasks.iter().filter(|t| t.status != TaskStatus::Completed).collect();
+    let incomplete: Vec<&TaskItem> = tasks
+        .iter()
+        .filter(|t| t.status != TaskStatus::Completed)
+        .collect();
     json!({
         "tasks": tasks,
         "summary": {

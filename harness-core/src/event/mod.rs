@@ -36,7 +36,11 @@ pub enum StopReason {
 
 /// One part of a message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum MessagePart {
     /// Text.
     Text {
@@ -209,7 +213,11 @@ pub enum OmTrigger {
 
 /// Everything that happens in a harness, for user interfaces and logs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 #[non_exhaustive]
 pub enum HarnessEvent {
     /// The active mode changed.

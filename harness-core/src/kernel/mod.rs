@@ -646,6 +646,8 @@ pub enum KernelEvent<'a> {
         content: &'a str,
         /// True if the call failed.
         is_error: bool,
+        /// True if healing repaired the call before it ran.
+        healed: bool,
         /// How long it ran.
         duration_ms: u64,
     },

@@ -1034,6 +1034,7 @@ impl<'k> Run<'k> {
             tool_name: &call.name,
             content: &content,
             is_error,
+            healed: prepared.healed,
             duration_ms: executed.duration_ms,
         });
     }

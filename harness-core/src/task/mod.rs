@@ -90,7 +90,11 @@ pub fn assign_task_ids(tasks: &[TaskInput], previous: &[TaskItem]) -> Vec<TaskIt
             reusable.insert(index, only.id.as_str());
         }
     }
-    let reserved: HashSet<&str> = explicit.iter().copied().chain(reusable.values().copied()).collect();
+    let reserved: HashSet<&str> = explicit
+        .iter()
+        .copied()
+        .chain(reusable.values().copied())
+        .collect();
 
     let mut used: HashSet<String> = HashSet::new();
     let mut occurrences: HashMap<&str, usize> = HashMap::new();
@@ -104,7 +108,10 @@ pub fn assign_task_ids(tasks: &[TaskInput], previous: &[TaskItem]) -> Vec<TaskIt
                 *count
             };
             let requested = task.id.as_deref().filter(|id| !used.contains(*id));
-            let reused = reusable.get(&index).copied().filter(|id| !used.contains(*id));
+            let reused = reusable
+                .get(&index)
+                .copied()
+                .filter(|id| !used.contains(*id));
             let id = match requested.or(reused) {
                 Some(id) => id.to_owned(),
                 None => unique_id(&fallback_id(&task.content, occurrence), &used, &reserved),
@@ -302,12 +309,18 @@ fn known_ids(tasks: &[TaskItem]) -> String {
     if tasks.is_empty() {
         return "none (the list is empty)".to_owned();
     }
-    tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>().join(", ")
+    tasks
+        .iter()
+        .map(|t| t.id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave the list half-edited: edits swap whole lists.
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -363,7 +376,10 @@ mod tests {
             ],
             &first,
         );
-        assert_eq!(ids(&second), ["ship", "write_tests", "ship_again", "ship_2"]);
+        assert_eq!(
+            ids(&second),
+            ["ship", "write_tests", "ship_again", "ship_2"]
+        );
     }
 
     #[test]
@@ -373,13 +389,22 @@ mod tests {
         let counter = Arc::clone(&changes);
         board.on_change(move |_, _| *counter.lock().unwrap() += 1);
         board.write(&[input(None, "a"), input(None, "b")]).unwrap();
-        board.update("a", None, Some(TaskStatus::InProgress), None).unwrap();
-        let error = board.update("b", None, Some(TaskStatus::InProgress), None).unwrap_err();
+        board
+            .update("a", None, Some(TaskStatus::InProgress), None)
+            .unwrap();
+        let error = board
+            .update("b", None, Some(TaskStatus::InProgress), None)
+            .unwrap_err();
         assert_eq!(error, TaskError::SeveralInProgress(2));
         assert_eq!(board.tasks()[1].status, TaskStatus::Pending, "unchanged");
-        let error = board.update("zzz", None, Some(TaskStatus::Completed), None).unwrap_err();
+        let error = board
+            .update("zzz", None, Some(TaskStatus::Completed), None)
+            .unwrap_err();
         assert_eq!(error.to_string(), "there is no task `zzz`; known ids: a, b");
-        assert_eq!(board.update("a", None, None, None).unwrap_err(), TaskError::EmptyUpdate);
+        assert_eq!(
+            board.update("a", None, None, None).unwrap_err(),
+            TaskError::EmptyUpdate
+        );
         assert_eq!(*changes.lock().unwrap(), 2);
         assert_eq!(board.incomplete().len(), 2);
     }
