@@ -56,8 +56,8 @@ pub mod tags;
 
 pub use compose::{Compose, Plugin};
 pub use context::{
-    BaseCtx, KernelState, MemoryCtx, ModelCtx, NudgeCtx, Severity, SubagentCtx, TagContext,
-    ThreadCtx, ToolCallCtx, ToolCategory, ToolResultCtx,
+    BaseCtx, KernelState, MemoryCtx, ModelCtx, NudgeCtx, SessionView, Severity, SubagentCtx,
+    TagContext, ThreadCtx, ToolCallCtx, ToolCategory, ToolResultCtx,
 };
 pub use flow::{BoxError, FailurePolicy, Flow, IntoFlow, TagError};
 pub use handler::{

@@ -61,7 +61,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use harness_tags::{
     EmitError, KernelMessage, KernelState, LifecycleFailure, Pipeline, RunEnd, RunOutcome,
-    ToolCall, ToolCategory, Usage,
+    SessionView, ToolCall, ToolCategory, Usage,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -97,6 +97,13 @@ pub enum Verdict {
     Accept,
     /// The answer is rejected, for this reason.
     Reject(String),
+}
+
+/// What the session a run belongs to allows right now, read when each tool call is gated
+/// (into [`ToolCallCtx::session`](harness_tags::ToolCallCtx::session)).
+pub trait SessionSource: Send + Sync + 'static {
+    /// The current view.
+    fn view(&self) -> SessionView;
 }
 
 /// The open items of the task list, for the `nudge.tasks-incomplete` check.
@@ -443,6 +450,7 @@ pub struct RunInput {
     pub(crate) channel: Option<Arc<dyn HarnessChannel>>,
     pub(crate) observer: Option<Arc<dyn KernelObserver>>,
     pub(crate) tasks: Option<Arc<dyn OpenTasks>>,
+    pub(crate) session: Option<Arc<dyn SessionSource>>,
 }
 
 impl fmt::Debug for RunInput {
@@ -475,6 +483,7 @@ impl RunInput {
             channel: None,
             observer: None,
             tasks: None,
+            session: None,
         }
     }
 
@@ -534,6 +543,12 @@ impl RunInput {
     /// The task list the `nudge.tasks-incomplete` check reads.
     pub fn tasks(mut self, tasks: Arc<dyn OpenTasks>) -> Self {
         self.tasks = Some(tasks);
+        self
+    }
+
+    /// The session whose state and grants tool-call handlers see.
+    pub fn session(mut self, session: Arc<dyn SessionSource>) -> Self {
+        self.session = Some(session);
         self
     }
 }

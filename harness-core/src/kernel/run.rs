@@ -31,7 +31,7 @@ use super::state::{Transition, apply};
 use super::strategy::{RunHealth, Strategy, evaluate, next_untried};
 use super::{
     KernelConfig, KernelError, KernelEvent, KernelInner, KernelObserver, OpenTasks, RunInput,
-    RunResult, Verdict,
+    RunResult, SessionSource, Verdict,
 };
 use crate::model::{Model, ModelError, ResponseAssembler, StreamEvent};
 use crate::tool::{
@@ -164,6 +164,7 @@ struct Run<'k> {
     channel: Option<Arc<dyn HarnessChannel>>,
     observer: Option<Arc<dyn KernelObserver>>,
     tasks: Option<Arc<dyn OpenTasks>>,
+    session: Option<Arc<dyn SessionSource>>,
     state: Arc<KernelState>,
     strategies: Vec<Strategy>,
     strategy: usize,
@@ -213,6 +214,7 @@ impl<'k> Run<'k> {
             channel: input.channel,
             observer: input.observer,
             tasks: input.tasks,
+            session: input.session,
             state,
             strategies,
             strategy: 0,
@@ -248,6 +250,7 @@ impl<'k> Run<'k> {
             tool_name: tool_name.to_owned(),
             call_id: call_id.to_owned(),
             category: self.category_of(tool_name),
+            session: self.session.as_ref().map(|s| s.view()).unwrap_or_default(),
         }
     }
 

@@ -185,6 +185,29 @@ pub struct ToolCallCtx {
     pub call_id: String,
     /// The tool's permission category, if a resolver knows it.
     pub category: Option<ToolCategory>,
+    /// What the session allows right now (empty outside a harness session).
+    #[serde(default)]
+    pub session: SessionView,
+}
+
+/// A read-only view of the session a run belongs to, taken when a tool call is gated: the
+/// application state and what the user allowed for the rest of the session.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionView {
+    /// The application state (`null` outside a harness).
+    pub state: Arc<serde_json::Value>,
+    /// Tools the user allowed for the session.
+    pub granted_tools: Arc<std::collections::BTreeSet<String>>,
+    /// Categories the user allowed for the session.
+    pub granted_categories: Arc<std::collections::BTreeSet<ToolCategory>>,
+}
+
+impl SessionView {
+    /// True if the application state has `"yolo": true` (approve everything not denied).
+    pub fn yolo(&self) -> bool {
+        self.state.get("yolo").and_then(serde_json::Value::as_bool) == Some(true)
+    }
 }
 
 /// Context of tags about a tool's result.
