@@ -10,6 +10,9 @@
 //! - [`event`] and [`display`]: the harness's events and the display state folded from them.
 //! - [`task`]: the task list.
 
+pub mod display;
+pub mod event;
 pub mod kernel;
 pub mod model;
+pub mod task;
 pub mod tool;
