@@ -1,5 +1,31 @@
 //! The harness's events: one [`HarnessEvent`] enum (JSON tagged by `type`, fields in
-//! camelCase) that every user interface, log and bridge consumes.
+//! camelCase) that every user interface, log and bridge consumes, and the [`EventBus`] that
+//! carries them.
+//!
+//! Subscribers get a [`Subscription`] (a `Stream` of [`Delivery`] items; dropping it
+//! unsubscribes) and are told with [`Delivery::Missed`] how many events they lost if they fall
+//! behind; callback listeners ([`EventBus::listen`]) that panic are removed without disturbing
+//! anyone else. The harness runtime publishes through an
+//! [`EventHub`](crate::display::EventHub), which also folds every event into the display state.
+//!
+//! ```
+//! use futures_util::StreamExt;
+//! use harness_core::event::{Delivery, EventBus, HarnessEvent};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let bus = EventBus::new(64);
+//! let mut events = bus.subscribe();
+//! bus.publish(HarnessEvent::Info { message: "hello".into() });
+//! match events.next().await {
+//!     Some(Delivery::Event(event)) => assert_eq!(event.kind(), "info"),
+//!     other => panic!("unexpected {other:?}"),
+//! }
+//! # });
+//! ```
+
+pub mod bus;
+
+pub use bus::{Delivery, EventBus, EventSink, ListenerGuard, Subscription};
 
 use harness_tags::{ToolCategory, Usage};
 use serde::{Deserialize, Serialize};
@@ -36,7 +62,11 @@ pub enum StopReason {
 
 /// One part of a message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum MessagePart {
     /// Text.
     Text {
@@ -209,7 +239,11 @@ pub enum OmTrigger {
 
 /// Everything that happens in a harness, for user interfaces and logs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 #[non_exhaustive]
 pub enum HarnessEvent {
     /// The active mode changed.
