@@ -1,14 +1,22 @@
 //! The display state: one immutable snapshot of everything a user interface draws, folded
 //! from the event stream.
+//!
+//! - [`reducer`]: [`reduce`] folds one event into a [`DisplayState`] (the rules are listed
+//!   there).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use harness_tags::{ToolCategory, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::event::{HarnessMessage, OmProgress};
+
+pub mod reducer;
+
 use crate::task::TaskItem;
+pub use reducer::{WallClock, reduce, reduce_with_clock, system_time_ms};
 
 /// Where an active tool stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -142,8 +150,8 @@ pub struct ModifiedFile {
 pub struct DisplayState {
     /// True while a run is active.
     pub is_running: bool,
-    /// The message being streamed, if any.
-    pub current_message: Option<HarnessMessage>,
+    /// The assistant message being streamed, if any.
+    pub current_message: Option<Arc<HarnessMessage>>,
     /// Follow-ups waiting for the current run to end.
     pub queued_follow_ups: Vec<String>,
     /// The thread's token usage.

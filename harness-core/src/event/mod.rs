@@ -27,6 +27,8 @@ pub mod bus;
 
 pub use bus::{Delivery, EventBus, EventSink, ListenerGuard, Subscription};
 
+use std::sync::Arc;
+
 use harness_tags::{ToolCategory, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -302,18 +304,18 @@ pub enum HarnessEvent {
     },
     /// A message started (user, assistant or system).
     MessageStart {
-        /// The message so far.
-        message: HarnessMessage,
+        /// The message so far (shared, so the display state can hold it without a copy).
+        message: Arc<HarnessMessage>,
     },
     /// A streaming message grew.
     MessageUpdate {
         /// The message so far.
-        message: HarnessMessage,
+        message: Arc<HarnessMessage>,
     },
     /// A message is complete.
     MessageEnd {
         /// The message.
-        message: HarnessMessage,
+        message: Arc<HarnessMessage>,
     },
     /// A tool call started running.
     ToolStart {
@@ -417,10 +419,15 @@ pub enum HarnessEvent {
         /// How long to wait before trying again, in milliseconds.
         retry_delay_ms: Option<u64>,
     },
-    /// A follow-up was queued behind the running run.
+    /// The follow-up queue changed: a follow-up was queued behind the running run, or the queue
+    /// was drained or cleared. The session sends the whole queue so that the display state
+    /// (here or in another process) can be rebuilt from events alone.
     FollowUpQueued {
         /// How many follow-ups are queued now.
         count: usize,
+        /// Their texts, oldest first (may be left empty by senders that only know the count).
+        #[serde(default)]
+        follow_ups: Vec<String>,
     },
     /// A subagent started.
     SubagentStart {
@@ -489,7 +496,7 @@ pub enum HarnessEvent {
     /// A new display-state snapshot is available (sent by the display scheduler).
     DisplayStateChanged {
         /// The snapshot.
-        display_state: std::sync::Arc<DisplayState>,
+        display_state: Arc<DisplayState>,
     },
     /// Observational memory's progress, reconstructed (e.g. after loading a thread).
     OmStatus {
