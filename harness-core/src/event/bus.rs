@@ -39,7 +39,7 @@ pub const DEFAULT_CAPACITY: usize = 1024;
 pub const MAX_CAPACITY: usize = 1 << 20;
 
 /// Anything that accepts harness events: the [`EventBus`], the
-/// [`EventHub`](crate::display::EventHub), or a bridge to another process.
+/// [`EventHub`](super::EventHub), or a bridge to another process.
 pub trait EventSink: Send + Sync {
     /// Takes one event. Must not block on consumers.
     fn emit(&self, event: HarnessEvent);

@@ -6,7 +6,7 @@
 //! unsubscribes) and are told with [`Delivery::Missed`] how many events they lost if they fall
 //! behind; callback listeners ([`EventBus::listen`]) that panic are removed without disturbing
 //! anyone else. The harness runtime publishes through an
-//! [`EventHub`](crate::display::EventHub), which also folds every event into the display state.
+//! [`EventHub`], which also folds every event into the display state.
 //!
 //! ```
 //! use futures_util::StreamExt;
@@ -24,8 +24,10 @@
 //! ```
 
 pub mod bus;
+pub mod hub;
 
 pub use bus::{Delivery, EventBus, EventSink, ListenerGuard, Subscription};
+pub use hub::{EventHub, EventHubConfig};
 
 use std::sync::Arc;
 
