@@ -6,7 +6,13 @@
 //! due) the new snapshot is published to display subscribers and announced on the bus as
 //! `display_state_changed`, all under one lock; then the bus's listeners run on the event and
 //! on the announcement. So a subscriber always sees an event before the snapshot that contains
-//! it, and a `display_state_changed` on the bus reflects every event before it.
+//! it, and a `display_state_changed` on the bus reflects every event before it. Listeners run
+//! on the emitting thread (for a timed flush, on the scheduler's timer task); two threads
+//! emitting at once may interleave their listener calls, but never the bus's order.
+//!
+//! The follow-up queue reaches the display state through events only: the session emits
+//! `follow_up_queued` with the whole queue (`count` and `follow_ups`) whenever it changes, so
+//! a display state rebuilt elsewhere from the event stream matches this one.
 
 use std::fmt;
 use std::sync::Arc;
