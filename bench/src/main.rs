@@ -5,6 +5,7 @@
 
 mod alloc;
 mod dispatch;
+mod events;
 mod kernel;
 mod measure;
 
@@ -21,6 +22,11 @@ const SUITES: &[Suite] = &[
         "dispatch",
         "ns per emit with 0, 1 and 8 `on` handlers and 8 taps, against boxed closures",
         dispatch::run,
+    ),
+    (
+        "events",
+        "events/s through reducer + scheduler + bus to 1 and 16 subscribers, snapshots, flush latency",
+        events::run,
     ),
     (
         "kernel",

@@ -7,7 +7,8 @@
 //! - [`kernel`]: the agent loop, with healing, loop detection and strategy control, emitting
 //!   every kernel tag of the catalog through a [`harness_tags::Pipeline`].
 //! - [`store`]: threads, messages and plugin records behind the `Store` trait, and thread locks.
-//! - [`event`] and [`display`]: the harness's events and the display state folded from them.
+//! - [`event`] and [`display`]: the harness's events, the bus and hub that carry them, and the
+//!   display state folded from them with its snapshot scheduler.
 //! - [`task`]: the task list.
 
 pub mod builtin;

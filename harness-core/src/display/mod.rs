@@ -1,7 +1,31 @@
 //! The display state: one immutable snapshot of everything a user interface draws, folded
 //! from the event stream.
+//!
+//! - [`reducer`]: [`reduce`] folds one event into a [`DisplayState`] (the rules are listed
+//!   there).
+//! - [`scheduler`]: the [`DisplayScheduler`] folds every event at once and publishes
+//!   `Arc<DisplayState>` snapshots, batched (250 ms window, 500 ms ceiling) or at once for the
+//!   events that matter to a human ([`flushes_at_once`]).
+//! - The harness runtime drives both through an [`EventHub`](crate::event::EventHub):
+//!
+//! ```
+//! use harness_core::event::{EventHub, HarnessEvent};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! let hub = EventHub::new();
+//! let mut frames = hub.subscribe_display_state();
+//! let _empty = frames.recv().await; // the latest snapshot comes at once
+//! hub.emit(HarnessEvent::AgentStart { run_id: "run-1".into() }); // flushes at once
+//! assert!(frames.recv().await.unwrap().is_running);
+//! assert!(hub.display_state().is_running);
+//! # });
+//! ```
+
+pub mod reducer;
+pub mod scheduler;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use harness_tags::{ToolCategory, Usage};
 use serde::{Deserialize, Serialize};
@@ -9,6 +33,9 @@ use serde_json::Value;
 
 use crate::event::{HarnessMessage, OmProgress};
 use crate::task::TaskItem;
+
+pub use reducer::{WallClock, reduce, reduce_with_clock, system_time_ms};
+pub use scheduler::{DisplayConfig, DisplayScheduler, DisplayStateStream, flushes_at_once};
 
 /// Where an active tool stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -142,8 +169,8 @@ pub struct ModifiedFile {
 pub struct DisplayState {
     /// True while a run is active.
     pub is_running: bool,
-    /// The message being streamed, if any.
-    pub current_message: Option<HarnessMessage>,
+    /// The assistant message being streamed, if any.
+    pub current_message: Option<Arc<HarnessMessage>>,
     /// Follow-ups waiting for the current run to end.
     pub queued_follow_ups: Vec<String>,
     /// The thread's token usage.

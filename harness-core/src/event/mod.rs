@@ -1,5 +1,35 @@
 //! The harness's events: one [`HarnessEvent`] enum (JSON tagged by `type`, fields in
-//! camelCase) that every user interface, log and bridge consumes.
+//! camelCase) that every user interface, log and bridge consumes, and the [`EventBus`] that
+//! carries them.
+//!
+//! Subscribers get a [`Subscription`] (a `Stream` of [`Delivery`] items; dropping it
+//! unsubscribes) and are told with [`Delivery::Missed`] how many events they lost if they fall
+//! behind; callback listeners ([`EventBus::listen`]) that panic are removed without disturbing
+//! anyone else. The harness runtime publishes through an
+//! [`EventHub`], which also folds every event into the display state.
+//!
+//! ```
+//! use futures_util::StreamExt;
+//! use harness_core::event::{Delivery, EventBus, HarnessEvent};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let bus = EventBus::new(64);
+//! let mut events = bus.subscribe();
+//! bus.publish(HarnessEvent::Info { message: "hello".into() });
+//! match events.next().await {
+//!     Some(Delivery::Event(event)) => assert_eq!(event.kind(), "info"),
+//!     other => panic!("unexpected {other:?}"),
+//! }
+//! # });
+//! ```
+
+pub mod bus;
+pub mod hub;
+
+pub use bus::{Delivery, EventBus, EventSink, ListenerGuard, Subscription};
+pub use hub::{EventHub, EventHubConfig};
+
+use std::sync::Arc;
 
 use harness_tags::{ToolCategory, Usage};
 use serde::{Deserialize, Serialize};
@@ -276,18 +306,18 @@ pub enum HarnessEvent {
     },
     /// A message started (user, assistant or system).
     MessageStart {
-        /// The message so far.
-        message: HarnessMessage,
+        /// The message so far (shared, so the display state can hold it without a copy).
+        message: Arc<HarnessMessage>,
     },
     /// A streaming message grew.
     MessageUpdate {
         /// The message so far.
-        message: HarnessMessage,
+        message: Arc<HarnessMessage>,
     },
     /// A message is complete.
     MessageEnd {
         /// The message.
-        message: HarnessMessage,
+        message: Arc<HarnessMessage>,
     },
     /// A tool call started running.
     ToolStart {
@@ -391,10 +421,15 @@ pub enum HarnessEvent {
         /// How long to wait before trying again, in milliseconds.
         retry_delay_ms: Option<u64>,
     },
-    /// A follow-up was queued behind the running run.
+    /// The follow-up queue changed: a follow-up was queued behind the running run, or the queue
+    /// was drained or cleared. The session sends the whole queue so that the display state
+    /// (here or in another process) can be rebuilt from events alone.
     FollowUpQueued {
         /// How many follow-ups are queued now.
         count: usize,
+        /// Their texts, oldest first (may be left empty by senders that only know the count).
+        #[serde(default)]
+        follow_ups: Vec<String>,
     },
     /// A subagent started.
     SubagentStart {
@@ -463,7 +498,7 @@ pub enum HarnessEvent {
     /// A new display-state snapshot is available (sent by the display scheduler).
     DisplayStateChanged {
         /// The snapshot.
-        display_state: std::sync::Arc<DisplayState>,
+        display_state: Arc<DisplayState>,
     },
     /// Observational memory's progress, reconstructed (e.g. after loading a thread).
     OmStatus {
