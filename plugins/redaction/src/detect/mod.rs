@@ -1,0 +1,332 @@
+//! Detection: the built-in and custom detectors, compiled into one multi-pattern automaton
+//! that finds every entity in a single pass over the text.
+//!
+//! # Engine
+//!
+//! Every detector is a regex (ASCII-only for the built-ins) plus a validator. All of them,
+//! built-in, custom and deny-list, are compiled into one `regex-automata` meta regex with one
+//! pattern per rule. A scan is a loop of leftmost-first searches over the text: the lazy DFA
+//! walks the text once, and each match is handed to its rule's validator (Luhn, mod 97,
+//! base58check, bech32, SSN ranges, octet ranges, entropy, ...), which accepts it, narrows it
+//! or rejects it.
+//!
+//! # Overlap rule
+//!
+//! Findings never overlap. Among candidate matches:
+//! 1. the leftmost start wins;
+//! 2. at the same start, the rule first in priority order wins: deny-list entries, then custom
+//!    detectors in the order they were added, then the built-ins in table order (private keys,
+//!    JWTs, URLs with credentials, API keys, keyword secrets, emails, IBANs, Bitcoin, MACs,
+//!    IPs, cards, SSNs, phones);
+//! 3. a match its validator rejects gives way to the other numeric rules matching at the same
+//!    start (a number that fails Luhn may still be a phone number); if none validates, the scan
+//!    resumes one byte after the rejected start, so an entity inside a rejected look-alike is
+//!    still found (word boundaries keep that from matching inside words);
+//! 4. the next search starts where the accepted finding ends;
+//! 5. a keyword secret (`password: ...`, `Bearer ...`) is narrowed to its value, and when a
+//!    specific detector matches the whole value (an AWS key after `api_key=`), the finding
+//!    takes that detector's entity: specific beats generic.
+//!
+//! Values on the allow-list are skipped (the scan resumes after them).
+
+mod builtin;
+pub(crate) mod digest;
+mod scan;
+pub(crate) mod validate;
+
+use std::collections::HashSet;
+use std::fmt;
+
+use regex_automata::meta::{self, Regex};
+use regex_automata::nfa::thompson::WhichCaptures;
+use regex_automata::Input;
+use serde::Serialize;
+
+use builtin::{Id, RULES, Rule};
+use scan::{LITERAL_RULES, Scanner, merge};
+
+use crate::entity::Entity;
+use crate::error::RedactionError;
+
+/// One detected entity: its type and its byte range in the text.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    /// What was found.
+    #[serde(rename = "entity_type")]
+    pub entity: Entity,
+    /// A finer kind where the detector knows one: the provider of an API key (`github`,
+    /// `aws_access_key_id`, ...), `ipv4`/`ipv6`, `international`/`national` phones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subtype: Option<&'static str>,
+    /// Byte offset of the first byte.
+    pub start: usize,
+    /// Byte offset one past the last byte.
+    pub end: usize,
+    /// How sure the detector is, from 0 to 1 (checksummed formats score 1).
+    pub score: f32,
+}
+
+impl Finding {
+    /// The finding's text in `text` (the text it was found in).
+    pub fn text<'t>(&self, text: &'t str) -> &'t str {
+        text.get(self.start..self.end).unwrap_or_default()
+    }
+}
+
+/// A custom detector: a regex or a deny-list of literal values, with the entity it finds.
+///
+/// ```
+/// use harness_redaction::{Detector, Redactor};
+///
+/// let redactor = Redactor::builder()
+///     .detector(Detector::regex("EMPLOYEE_ID", r"\bEMP-[0-9]{6}\b"))
+///     .detector(Detector::deny_list("PROJECT", ["Falcon", "Blue Heron"]))
+///     .build()?;
+/// let out = redactor.redact("EMP-123456 works on Blue Heron")?;
+/// assert_eq!(out.text, "<EMPLOYEE_ID> works on <PROJECT>");
+/// # Ok::<(), harness_redaction::RedactionError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Detector {
+    pub(crate) entity: Entity,
+    pub(crate) kind: DetectorKind,
+    pub(crate) score: f32,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum DetectorKind {
+    Regex(String),
+    Deny(Vec<String>),
+}
+
+impl Detector {
+    /// A regex detector. The syntax is the `regex` crate's; prefer ASCII word boundaries
+    /// (`(?-u:\b)`) over `\b`, which makes the engine slower on non-ASCII text.
+    pub fn regex(entity: impl Into<Entity>, pattern: impl Into<String>) -> Detector {
+        Detector {
+            entity: entity.into(),
+            kind: DetectorKind::Regex(pattern.into()),
+            score: 0.8,
+        }
+    }
+
+    /// A deny-list: these literal values are always redacted (case-sensitive; whole words
+    /// where a value starts or ends with a letter or digit).
+    pub fn deny_list<I, S>(entity: impl Into<Entity>, values: I) -> Detector
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Detector {
+            entity: entity.into(),
+            kind: DetectorKind::Deny(values.into_iter().map(Into::into).collect()),
+            score: 1.0,
+        }
+    }
+
+    /// Sets the score reported with this detector's findings.
+    pub fn score(mut self, score: f32) -> Detector {
+        self.score = score.clamp(0.0, 1.0);
+        self
+    }
+
+    fn into_rule(self) -> Rule {
+        let pattern = match self.kind {
+            DetectorKind::Regex(pattern) => pattern,
+            DetectorKind::Deny(values) => deny_pattern(&values),
+        };
+        Rule {
+            entity: self.entity,
+            subtype: None,
+            pattern: pattern.into(),
+            score: self.score,
+            check: validate::any,
+            reclassify: false,
+        }
+    }
+}
+
+/// An alternation of escaped literals, each with ASCII word boundaries where it begins or
+/// ends with a word character.
+fn deny_pattern(values: &[String]) -> String {
+    let mut alternatives: Vec<String> = values
+        .iter()
+        .filter(|v| !v.is_empty())
+        .map(|value| {
+            let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+            let mut alt = String::new();
+            if word(value.chars().next()) {
+                alt.push_str(r"(?-u:\b)");
+            }
+            escape_into(&mut alt, value);
+            if word(value.chars().last()) {
+                alt.push_str(r"(?-u:\b)");
+            }
+            alt
+        })
+        .collect();
+    // Longer literals first, so a value that extends another one wins.
+    alternatives.sort_by_key(|alt| std::cmp::Reverse(alt.len()));
+    if alternatives.is_empty() {
+        // Matches nothing.
+        return r"[a&&b]".to_owned();
+    }
+    format!("(?:{})", alternatives.join("|"))
+}
+
+/// Appends `value` with every regex meta character escaped.
+fn escape_into(out: &mut String, value: &str) {
+    for c in value.chars() {
+        if matches!(
+            c,
+            '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$'
+                | '#' | '&' | '-' | '~'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+/// The compiled detectors: the structural scanner for the built-ins, one multi-pattern regex
+/// for the custom detectors, and the allow-list.
+pub(crate) struct Engine {
+    scanner: Scanner,
+    custom: Option<(Regex, Vec<Rule>)>,
+    allow: HashSet<String>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("custom", &self.custom.as_ref().map_or(0, |(_, r)| r.len()))
+            .field("allow", &self.allow.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn compile(patterns: &[&str]) -> Result<Regex, meta::BuildError> {
+    Regex::builder()
+        .configure(
+            meta::Config::new()
+                .which_captures(WhichCaptures::Implicit)
+                .nfa_size_limit(Some(64 << 20)),
+        )
+        .build_many(patterns)
+}
+
+impl Engine {
+    /// Compiles the enabled built-ins and the custom detectors.
+    pub(crate) fn new(
+        custom: Vec<Detector>,
+        enabled: impl Fn(&Entity) -> bool,
+        allow: HashSet<String>,
+    ) -> Result<Engine, RedactionError> {
+        let rules = builtin::rules();
+        let mut on = [false; RULES];
+        for (slot, rule) in on.iter_mut().zip(&rules) {
+            *slot = enabled(&rule.entity);
+        }
+        let literal_ids: Vec<Id> = LITERAL_RULES
+            .into_iter()
+            .filter(|&id| on[id as usize])
+            .collect();
+        let literals = if literal_ids.is_empty() {
+            None
+        } else {
+            let patterns: Vec<&str> = literal_ids
+                .iter()
+                .map(|&id| rules[id as usize].pattern.as_ref())
+                .collect();
+            Some(compile(&patterns).map_err(|error| RedactionError::Build {
+                message: error.to_string(),
+            })?)
+        };
+        let scanner = Scanner::new(rules, literals, literal_ids, on);
+
+        // Deny-lists first, then regexes, in the order they were added.
+        let (deny, regexes): (Vec<Detector>, Vec<Detector>) = custom
+            .into_iter()
+            .partition(|d| matches!(d.kind, DetectorKind::Deny(_)));
+        let custom: Vec<Rule> = deny
+            .into_iter()
+            .chain(regexes)
+            .map(Detector::into_rule)
+            .collect();
+        let custom = if custom.is_empty() {
+            None
+        } else {
+            let patterns: Vec<&str> = custom.iter().map(|r| r.pattern.as_ref()).collect();
+            let regex = compile(&patterns).map_err(|error| match error.pattern() {
+                Some(pid) => RedactionError::InvalidPattern {
+                    entity: custom
+                        .get(pid.as_usize())
+                        .map(|r| r.entity.name().to_owned())
+                        .unwrap_or_default(),
+                    message: error.to_string(),
+                },
+                None => RedactionError::Build {
+                    message: error.to_string(),
+                },
+            })?;
+            Some((regex, custom))
+        };
+        Ok(Engine {
+            scanner,
+            custom,
+            allow,
+        })
+    }
+
+    /// The pattern of every rule: custom ones first, then the built-ins' reference regexes.
+    pub(crate) fn patterns(&self) -> impl Iterator<Item = &str> {
+        self.custom
+            .iter()
+            .flat_map(|(_, rules)| rules.iter())
+            .chain(self.scanner.rules())
+            .map(|r| r.pattern.as_ref())
+    }
+
+    /// Finds every entity in `text`, in order, without overlaps.
+    pub(crate) fn find(&self, text: &str, out: &mut Vec<Finding>) {
+        let hay = text.as_bytes();
+        let Some((regex, rules)) = &self.custom else {
+            self.scanner.scan(hay, out);
+            if !self.allow.is_empty() {
+                out.retain(|f| !self.allow.contains(f.text(text)));
+            }
+            return;
+        };
+        let mut builtin = Vec::new();
+        self.scanner.scan(hay, &mut builtin);
+        let mut custom = Vec::new();
+        let mut at = 0;
+        while at < hay.len() {
+            let Some(m) = regex.search(&Input::new(hay).range(at..)) else {
+                break;
+            };
+            at = m.end().max(m.start() + 1);
+            if m.is_empty() || !text.is_char_boundary(m.start()) || !text.is_char_boundary(m.end())
+            {
+                continue;
+            }
+            if let Some(rule) = rules.get(m.pattern().as_usize()) {
+                custom.push(Finding {
+                    entity: rule.entity.clone(),
+                    subtype: None,
+                    start: m.start(),
+                    end: m.end(),
+                    score: rule.score,
+                });
+            }
+        }
+        // Custom detectors win ties with built-ins.
+        let mut merged = Vec::with_capacity(custom.len() + builtin.len());
+        merge(custom, builtin, &mut merged);
+        if self.allow.is_empty() {
+            out.extend(merged);
+        } else {
+            out.extend(merged.into_iter().filter(|f| !self.allow.contains(f.text(text))));
+        }
+    }
+}
