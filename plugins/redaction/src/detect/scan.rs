@@ -54,6 +54,41 @@ fn is_digit(byte: u8) -> bool {
     byte.is_ascii_digit()
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// True if some byte of `x` may be a stop byte: a byte in `(`..=`=` (digits, `:`, `=`, `+`,
+/// `(` and a few other punctuation bytes) or `@`. Bytes with the high bit set never count.
+#[inline(always)]
+fn may_stop(x: u64) -> bool {
+    // Bytes strictly between 0x27 and 0x3e (the classic "has between" bit trick).
+    let low7 = x & (ONES * 127);
+    let between = (ONES * (127 + 0x3e)).wrapping_sub(low7) & !x & low7.wrapping_add(ONES * (127 - 0x27));
+    // Bytes equal to `@`.
+    let at = x ^ (ONES * u64::from(b'@'));
+    let zero = at.wrapping_sub(ONES) & !at;
+    (between | zero) & HIGHS != 0
+}
+
+/// The position of the next stop byte at or after `i` (or `h.len()`): eight bytes at a time
+/// while none of them can be one, then byte by byte.
+#[inline(always)]
+fn next_stop(h: &[u8], mut i: usize) -> usize {
+    let n = h.len();
+    while i + 8 <= n {
+        let mut chunk = [0u8; 8];
+        chunk.copy_from_slice(&h[i..i + 8]);
+        if may_stop(u64::from_le_bytes(chunk)) {
+            break;
+        }
+        i += 8;
+    }
+    while i < n && !STOP[h[i] as usize] {
+        i += 1;
+    }
+    i
+}
+
 /// True if no word character follows `at` (an ASCII `\b` after a word character).
 fn boundary(h: &[u8], at: usize) -> bool {
     !h.get(at).copied().is_some_and(is_word)
@@ -214,20 +249,25 @@ impl Scanner {
         let mut i = from;
         let mut floor = from;
         loop {
-            while i < n && !STOP[h[i] as usize] {
-                i += 1;
-            }
+            i = next_stop(h, i);
             if i >= n {
                 break;
             }
             let b = h[i];
-            let found = match b {
-                b'0'..=b'9' if i > 0 && is_word(h[i - 1]) => self.digit_in_word(h, i),
-                b'0'..=b'9' => self.numeric(h, i),
-                b'@' => self.email(h, i),
-                b':' | b'=' => self.at_separator(h, i),
-                b'+' => self.phone_international(h, i),
-                _ => self.phone_parenthesized(h, i),
+            let (found, next) = if is_digit(b) {
+                if i > 0 && is_word(h[i - 1]) {
+                    self.digit_in_word(h, i)
+                } else {
+                    self.numeric(h, i)
+                }
+            } else {
+                let found = match b {
+                    b'@' => self.email(h, i),
+                    b':' | b'=' => self.at_separator(h, i),
+                    b'+' => self.phone_international(h, i),
+                    _ => self.phone_parenthesized(h, i),
+                };
+                (found, i + 1)
             };
             match found {
                 Some(mut finding) => {
@@ -238,14 +278,7 @@ impl Scanner {
                         out.push(finding);
                     }
                 }
-                None if b.is_ascii_digit() => {
-                    // The rest of this word's digits start nothing.
-                    i += 1;
-                    while i < n && is_word(h[i]) {
-                        i += 1;
-                    }
-                }
-                None => i += 1,
+                None => i = next.max(i + 1),
             }
         }
     }
@@ -292,32 +325,44 @@ impl Scanner {
     /// address (`bc1...`) starts two bytes earlier; a MAC or IPv6 address starting with a hex
     /// letter (`fe80::1`, `aa:bb:c1:...`) starts at the head of its chain of hex groups.
     #[inline(never)]
-    fn digit_in_word(&self, h: &[u8], i: usize) -> Option<Finding> {
+    fn digit_in_word(&self, h: &[u8], i: usize) -> (Option<Finding>, usize) {
+        let mut end = i + 1;
+        while end < h.len() && is_word(h[end]) {
+            end += 1;
+        }
+        (self.digit_in_word_at(h, i), end)
+    }
+
+    fn digit_in_word_at(&self, h: &[u8], i: usize) -> Option<Finding> {
         let mut s = i;
         while s > 0 && i - s < 4 && h[s - 1].is_ascii_hexdigit() {
             s -= 1;
         }
-        if s == 0 || !is_word(h[s - 1]) {
-            // A hex word such as `fe80`: walk back over `hh:` / `hh-` / `hhhh.` groups.
-            let mut head = s;
-            while head >= 2
-                && matches!(h[head - 1], b':' | b'-' | b'.')
-                && h[head - 2].is_ascii_hexdigit()
-                && i - head < 40
-            {
-                let mut k = head - 1;
-                while k > 0 && head - 1 - k < 4 && h[k - 1].is_ascii_hexdigit() {
-                    k -= 1;
+        if (s == 0 || !is_word(h[s - 1])) && matches!(h.get(i + 1), Some(b':' | b'-' | b'.'))
+            || h[s..i].iter().any(|b| !b.is_ascii_digit()) && h.get(i..i + 5).is_some_and(|w| w.iter().any(|b| matches!(b, b':' | b'-' | b'.')))
+        {
+            if s == 0 || !is_word(h[s - 1]) {
+                // A hex word such as `fe80`: walk back over `hh:` / `hh-` / `hhhh.` groups.
+                let mut head = s;
+                while head >= 2
+                    && matches!(h[head - 1], b':' | b'-' | b'.')
+                    && h[head - 2].is_ascii_hexdigit()
+                    && i - head < 40
+                {
+                    let mut k = head - 1;
+                    while k > 0 && head - 1 - k < 4 && h[k - 1].is_ascii_hexdigit() {
+                        k -= 1;
+                    }
+                    if k > 0 && is_word(h[k - 1]) {
+                        break;
+                    }
+                    head = k;
                 }
-                if k > 0 && is_word(h[k - 1]) {
-                    break;
-                }
-                head = k;
-            }
-            if !h[head].is_ascii_digit() {
-                // (A chain whose head is a digit was tried at that digit.)
-                if let Some(f) = self.hex_colon(h, head) {
-                    return Some(f);
+                if !h[head].is_ascii_digit() {
+                    // (A chain whose head is a digit was tried at that digit.)
+                    if let Some(f) = self.hex_colon(h, head) {
+                        return Some(f);
+                    }
                 }
             }
         }
@@ -467,23 +512,53 @@ impl Scanner {
 
     /// Numbers at a word start: IPv4, cards, SSNs, phones, Bitcoin.
     #[inline(never)]
-    fn numeric(&self, h: &[u8], s: usize) -> Option<Finding> {
-        if let Some(f) = self.hex_colon(h, s) {
-            return Some(f);
-        }
-        if matches!(h[s], b'1' | b'3') {
-            if let Some(f) = self.crypto_word(h, s) {
-                return Some(f);
-            }
-        }
+    fn numeric(&self, h: &[u8], s: usize) -> (Option<Finding>, usize) {
         let mut j = s;
         while j < h.len() && is_digit(h[j]) {
             j += 1;
         }
+        let word_end = || {
+            let mut e = j;
+            while e < h.len() && is_word(h[e]) {
+                e += 1;
+            }
+            e
+        };
+        match h.get(j).copied() {
+            // A plain short number followed by a space or punctuation: the common case.
+            None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t')
+                if j - s < 9 =>
+            {
+                return (None, j);
+            }
+            Some(c) if is_word(c) => {
+                // `12ms`, `3f2504e0`, `1BvBMSEY...`: hex chains and Bitcoin only.
+                let found = self.hex_colon(h, s).or_else(|| {
+                    if matches!(h[s], b'1' | b'3') {
+                        self.crypto_word(h, s)
+                    } else {
+                        None
+                    }
+                });
+                return (found, word_end());
+            }
+            Some(b':' | b'-' | b'.') if j - s <= 4 => {
+                if let Some(f) = self.hex_colon(h, s) {
+                    return (Some(f), j);
+                }
+            }
+            _ => {}
+        }
+        (self.numeric_groups(h, s), j)
+    }
+
+    /// Numbers with separators (or long ones) at a word start.
+    fn numeric_groups(&self, h: &[u8], s: usize) -> Option<Finding> {
+        let j = s + h[s..].iter().take_while(|b| b.is_ascii_digit()).count();
         let grouped = matches!(h.get(j), Some(b' ' | b'-' | b'.' | b'/'))
             && h.get(j + 1).copied().is_some_and(is_digit);
         if !grouped && j - s < 9 {
-            return None; // a plain short number: the common case
+            return None;
         }
         let g = Groups::parse(h, s);
         // IPv4: four dotted groups of 1 to 3 digits.
