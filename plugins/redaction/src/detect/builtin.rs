@@ -188,7 +188,7 @@ pub(crate) fn rules() -> Vec<Rule> {
         .reclassify(),
         Rule::new(
             Secret,
-            r"(?-u)\b[Bb]earer[ \t]+[A-Za-z0-9_.=+/~-]{16}[A-Za-z0-9_.=+/~-]*",
+            r"(?-u)\b[Bb]earer[ \t]+[A-Za-z0-9_.=+/~-]{8}[A-Za-z0-9_.=+/~-]*",
             0.8,
             validate::bearer,
         )

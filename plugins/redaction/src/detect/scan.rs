@@ -98,6 +98,27 @@ fn starts(h: &[u8], at: usize, prefix: &[u8]) -> bool {
     h.get(at..at + prefix.len()) == Some(prefix)
 }
 
+/// The start of the chain of hex groups (`hh:`, `hh-`, `hhhh.`) that ends with the word at
+/// `s`: where a MAC or IPv6 address containing that word would start.
+fn chain_head(h: &[u8], s: usize) -> usize {
+    let mut head = s;
+    while head >= 2
+        && matches!(h[head - 1], b':' | b'-' | b'.')
+        && h[head - 2].is_ascii_hexdigit()
+        && s - head < 40
+    {
+        let mut k = head - 1;
+        while k > 0 && head - 1 - k < 4 && h[k - 1].is_ascii_hexdigit() {
+            k -= 1;
+        }
+        if k > 0 && is_word(h[k - 1]) {
+            break;
+        }
+        head = k;
+    }
+    head
+}
+
 /// Digit groups separated by single separators: `4111 1111`, `123-45-6789`, `10.0.0.1`.
 struct Groups {
     start: [usize; 9],
@@ -330,6 +351,17 @@ impl Scanner {
         while end < h.len() && is_word(h[end]) {
             end += 1;
         }
+        if let Some(s) = i.checked_sub(2) {
+            if (s == 0 || !is_word(h[s - 1]))
+                && h[s].is_ascii_uppercase()
+                && h[s + 1].is_ascii_uppercase()
+            {
+                let (found, skip) = self.iban(h, s);
+                if found.is_some() || skip > s {
+                    return (found, skip.max(end));
+                }
+            }
+        }
         (self.digit_in_word_at(h, i), end)
     }
 
@@ -343,21 +375,7 @@ impl Scanner {
         {
             if s == 0 || !is_word(h[s - 1]) {
                 // A hex word such as `fe80`: walk back over `hh:` / `hh-` / `hhhh.` groups.
-                let mut head = s;
-                while head >= 2
-                    && matches!(h[head - 1], b':' | b'-' | b'.')
-                    && h[head - 2].is_ascii_hexdigit()
-                    && i - head < 40
-                {
-                    let mut k = head - 1;
-                    while k > 0 && head - 1 - k < 4 && h[k - 1].is_ascii_hexdigit() {
-                        k -= 1;
-                    }
-                    if k > 0 && is_word(h[k - 1]) {
-                        break;
-                    }
-                    head = k;
-                }
+                let head = chain_head(h, s);
                 if !h[head].is_ascii_digit() {
                     // (A chain whose head is a digit was tried at that digit.)
                     if let Some(f) = self.hex_colon(h, head) {
@@ -370,9 +388,6 @@ impl Scanner {
         if s > 0 && is_word(h[s - 1]) {
             return None;
         }
-        if h[s].is_ascii_uppercase() && h[s + 1].is_ascii_uppercase() {
-            return self.iban(h, s);
-        }
         if h[s..i].eq_ignore_ascii_case(b"bc") && h[i] == b'1' {
             return self.crypto_word(h, s);
         }
@@ -380,13 +395,16 @@ impl Scanner {
     }
 
     /// `[A-Z]{2}[0-9]{2}` then 11 to 30 more letters or digits, single spaces allowed.
-    fn iban(&self, h: &[u8], s: usize) -> Option<Finding> {
-        let head = h.get(s..s + 4)?;
-        if !(head[1].is_ascii_uppercase() && is_digit(head[2]) && is_digit(head[3])) {
-            return None;
-        }
-        if !self.on(Id::Iban) {
-            return None;
+    /// An IBAN, and where its shape ends (a rejected IBAN-shaped token is skipped whole: the
+    /// numbers inside an invalid IBAN are not phone or card numbers).
+    fn iban(&self, h: &[u8], s: usize) -> (Option<Finding>, usize) {
+        let Some(head) = h.get(s..s + 4) else {
+            return (None, s);
+        };
+        if !(head[1].is_ascii_uppercase() && is_digit(head[2]) && is_digit(head[3]))
+            || !self.on(Id::Iban)
+        {
+            return (None, s);
         }
         let alnum = |b: u8| b.is_ascii_uppercase() || is_digit(b);
         let (mut j, mut count) = (s + 4, 0);
@@ -398,7 +416,10 @@ impl Scanner {
             }
             count += 1;
         }
-        (count >= 11).then(|| self.accept(Id::Iban, h, s, j)).flatten()
+        if count < 11 {
+            return (None, s);
+        }
+        (self.accept(Id::Iban, h, s, j), j)
     }
 
     /// A Bitcoin address spanning the whole word at `s`.
@@ -513,6 +534,16 @@ impl Scanner {
     /// Numbers at a word start: IPv4, cards, SSNs, phones, Bitcoin.
     #[inline(never)]
     fn numeric(&self, h: &[u8], s: usize) -> (Option<Finding>, usize) {
+        if s >= 2 && matches!(h[s - 1], b':' | b'-' | b'.') && h[s - 2].is_ascii_hexdigit() {
+            // Inside a chain of hex groups that starts with a letter (`AA-0D-...`).
+            let head = chain_head(h, s);
+            if head < s && !h[head].is_ascii_digit() {
+                if let Some(f) = self.hex_colon(h, head) {
+                    let end = f.end;
+                    return (Some(f), end);
+                }
+            }
+        }
         let mut j = s;
         while j < h.len() && is_digit(h[j]) {
             j += 1;
@@ -549,17 +580,42 @@ impl Scanner {
             }
             _ => {}
         }
-        (self.numeric_groups(h, s), j)
+        self.numeric_groups(h, s, j)
     }
 
     /// Numbers with separators (or long ones) at a word start.
-    fn numeric_groups(&self, h: &[u8], s: usize) -> Option<Finding> {
-        let j = s + h[s..].iter().take_while(|b| b.is_ascii_digit()).count();
+    /// Returns the finding, or where to go on: past a card-shaped number that failed its
+    /// checks (the numbers inside it are not phone numbers).
+    fn numeric_groups(&self, h: &[u8], s: usize, j: usize) -> (Option<Finding>, usize) {
         let grouped = matches!(h.get(j), Some(b' ' | b'-' | b'.' | b'/'))
             && h.get(j + 1).copied().is_some_and(is_digit);
         if !grouped && j - s < 9 {
-            return None;
+            return (None, j);
         }
+        let found = self.numeric_shapes(h, s);
+        if found.is_some() {
+            return (found, j);
+        }
+        (None, self.card_shape_end(h, s).unwrap_or(j))
+    }
+
+    /// The end of the longest card-shaped number at `s`, if there is one.
+    fn card_shape_end(&self, h: &[u8], s: usize) -> Option<usize> {
+        let g = Groups::parse(h, s);
+        (0..g.len).rev().find_map(|k| {
+            let sep = g.seps_in(k, b" -") && boundary(h, g.end[k]);
+            let shape = match k {
+                0 => (13..=19).contains(&g.size(0)),
+                2 => g.sizes_are(&[4, 6]) && (4..=5).contains(&g.size(2)),
+                3 => g.sizes_are(&[4, 4, 4]) && (1..=7).contains(&g.size(3)),
+                4 => g.sizes_are(&[4, 4, 4, 4]) && (1..=3).contains(&g.size(4)),
+                _ => false,
+            };
+            (sep && shape).then_some(g.end[k])
+        })
+    }
+
+    fn numeric_shapes(&self, h: &[u8], s: usize) -> Option<Finding> {
         let g = Groups::parse(h, s);
         // IPv4: four dotted groups of 1 to 3 digits.
         if g.len >= 4

@@ -732,7 +732,7 @@ pub(crate) fn keyword_secret(h: &[u8], start: usize, end: usize) -> Option<(usiz
     let ok = if password_like {
         (value.len() >= 6 && classes >= 2) || value.len() >= 12
     } else {
-        value.len() >= 12 && classes >= 2 && entropy(value) >= 3.0
+        value.len() >= 10 && classes >= 2 && entropy(value) >= 3.0
     };
     ok.then_some((vs, ve))
 }
