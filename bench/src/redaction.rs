@@ -41,8 +41,26 @@ const NAMES: &[&str] = &[
     "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy",
 ];
 const WORDS: &[&str] = &[
-    "the", "request", "failed", "because", "cache", "was", "cold", "and", "retry", "succeeded",
-    "after", "timeout", "deploy", "version", "build", "passed", "with", "warnings", "on", "node",
+    "the",
+    "request",
+    "failed",
+    "because",
+    "cache",
+    "was",
+    "cold",
+    "and",
+    "retry",
+    "succeeded",
+    "after",
+    "timeout",
+    "deploy",
+    "version",
+    "build",
+    "passed",
+    "with",
+    "warnings",
+    "on",
+    "node",
 ];
 const PROSE: &[&str] = &[
     "The migration finished without errors; 3 tables were rewritten and the indexes rebuilt.",
@@ -156,7 +174,12 @@ pub fn run() -> serde_json::Value {
 
     let mut engine = |n: u64| {
         for _ in 0..n {
-            black_box(redactor.redact(black_box(&text)).map(|r| r.findings.len()).ok());
+            black_box(
+                redactor
+                    .redact(black_box(&text))
+                    .map(|r| r.findings.len())
+                    .ok(),
+            );
         }
     };
     let mut baseline = |n: u64| {
@@ -173,14 +196,22 @@ pub fn run() -> serde_json::Value {
     let mut samples = Vec::with_capacity(2000);
     for _ in 0..2000 {
         let started = Instant::now();
-        black_box(redactor.redact(black_box(message)).map(|r| r.findings.len()).ok());
+        black_box(
+            redactor
+                .redact(black_box(message))
+                .map(|r| r.findings.len())
+                .ok(),
+        );
         samples.push(started.elapsed().as_nanos() as f64 / 1e3);
     }
     let msg_2k_us = median(samples);
 
     println!("{:<34} {:>12}", "case", "MB/s");
     println!("{:<34} {:>12.1}", "redact 1 MB (all detectors)", mb_per_s);
-    println!("{:<34} {:>12.1}", "baseline RegexSet::matches", baseline_mb_per_s);
+    println!(
+        "{:<34} {:>12.1}",
+        "baseline RegexSet::matches", baseline_mb_per_s
+    );
     println!(
         "ratio {:.2}; 2 KB message {:.2} us; {} findings in {} bytes ({} patterns)",
         mb_per_s / baseline_mb_per_s,

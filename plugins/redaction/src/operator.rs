@@ -17,7 +17,11 @@ use serde::{Deserialize, Serialize};
 /// In JSON configuration an operator is an object with a `type`:
 /// `{"type": "mask", "ch": "*", "keepLast": 4}`, `{"type": "replace"}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
 #[non_exhaustive]
 pub enum Operator {
     /// `<ENTITY_TYPE>`.

@@ -183,7 +183,10 @@ impl RedactionConfig {
             builder = builder.detector(detector);
         }
         for deny in &self.deny {
-            builder = builder.detector(Detector::deny_list(deny.entity.clone(), deny.values.clone()));
+            builder = builder.detector(Detector::deny_list(
+                deny.entity.clone(),
+                deny.values.clone(),
+            ));
         }
         for value in &self.allow {
             builder = builder.allow(value.clone());
@@ -378,9 +381,11 @@ fn observation_thread(info: &TagInfo<'_>) -> Option<String> {
     if let Some(ctx) = info.ctx::<MemoryCtx>() {
         return ctx.base.thread_id.as_deref().map(str::to_owned);
     }
-    info.ctx_json()
-        .ok()
-        .and_then(|ctx| ctx.get("threadId").and_then(Value::as_str).map(str::to_owned))
+    info.ctx_json().ok().and_then(|ctx| {
+        ctx.get("threadId")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    })
 }
 
 const NAME: &str = "redaction";
@@ -398,9 +403,12 @@ impl Plugin for Redaction {
         if on_target(Target::ToolResult) {
             let f = self.text_fn(Target::ToolResult);
             c = c.register(
-                on(MessageToolResult, move |msg: &KernelMessage, ctx: &ToolResultCtx| {
-                    f.message(msg, thread(&ctx.base))
-                })
+                on(
+                    MessageToolResult,
+                    move |msg: &KernelMessage, ctx: &ToolResultCtx| {
+                        f.message(msg, thread(&ctx.base))
+                    },
+                )
                 .named(NAME)
                 .fail_closed(),
             );
@@ -408,9 +416,12 @@ impl Plugin for Redaction {
         if on_target(Target::ToolError) {
             let f = self.text_fn(Target::ToolError);
             c = c.register(
-                on(MessageToolError, move |msg: &KernelMessage, ctx: &ToolResultCtx| {
-                    f.message(msg, thread(&ctx.base))
-                })
+                on(
+                    MessageToolError,
+                    move |msg: &KernelMessage, ctx: &ToolResultCtx| {
+                        f.message(msg, thread(&ctx.base))
+                    },
+                )
                 .named(NAME)
                 .fail_closed(),
             );
@@ -418,9 +429,10 @@ impl Plugin for Redaction {
         if on_target(Target::UserTask) {
             let f = self.text_fn(Target::UserTask);
             c = c.register(
-                on(MessageUserTask, move |msg: &KernelMessage, ctx: &BaseCtx| {
-                    f.message(msg, thread(ctx))
-                })
+                on(
+                    MessageUserTask,
+                    move |msg: &KernelMessage, ctx: &BaseCtx| f.message(msg, thread(ctx)),
+                )
                 .named(NAME)
                 .fail_closed(),
             );
@@ -428,9 +440,10 @@ impl Plugin for Redaction {
         if on_target(Target::Assistant) {
             let f = self.text_fn(Target::Assistant);
             c = c.register(
-                on(MessageAssistant, move |msg: &KernelMessage, ctx: &BaseCtx| {
-                    f.message(msg, thread(ctx))
-                })
+                on(
+                    MessageAssistant,
+                    move |msg: &KernelMessage, ctx: &BaseCtx| f.message(msg, thread(ctx)),
+                )
                 .named(NAME)
                 .fail_closed(),
             );
@@ -438,9 +451,12 @@ impl Plugin for Redaction {
         if on_target(Target::ModelRequest) {
             let f = self.text_fn(Target::ModelRequest);
             c = c.register(
-                on(ModelRequestTag, move |req: &ModelRequest, ctx: &ModelCtx| {
-                    redact_request(&f, req, thread(&ctx.base))
-                })
+                on(
+                    ModelRequestTag,
+                    move |req: &ModelRequest, ctx: &ModelCtx| {
+                        redact_request(&f, req, thread(&ctx.base))
+                    },
+                )
                 .named(NAME)
                 .fail_closed(),
             );
@@ -486,9 +502,12 @@ impl Plugin for Redaction {
         );
         if let Ok(redactor) = &self.redactor {
             let vault = Arc::clone(redactor.vault());
-            c = c.tap(ThreadDeleted, move |change: &ThreadChange, _: &ThreadCtx| {
-                vault.forget(&change.thread_id);
-            });
+            c = c.tap(
+                ThreadDeleted,
+                move |change: &ThreadChange, _: &ThreadCtx| {
+                    vault.forget(&change.thread_id);
+                },
+            );
             let vault = Arc::clone(redactor.vault());
             c = c.tap(ThreadCloned, move |change: &ThreadChange, _: &ThreadCtx| {
                 if let Some(source) = &change.source_thread_id {

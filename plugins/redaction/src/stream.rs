@@ -173,7 +173,10 @@ impl<'r> StreamRedactor<'r> {
         let mut hold = safe_len(pending).max(min_hold).max(at_least);
         hold = hold.min(open_header(pending).unwrap_or(usize::MAX).max(min_hold));
         for f in &findings {
-            let (s, e) = (f.start as isize - base as isize, f.end as isize - base as isize);
+            let (s, e) = (
+                f.start as isize - base as isize,
+                f.end as isize - base as isize,
+            );
             let h = hold as isize;
             if e > 0 && s < h && h < e {
                 hold = if s >= min_hold as isize {
@@ -304,7 +307,8 @@ fn pem_end(block: &str, from: usize) -> Option<usize> {
         let label_start = search + i + 9;
         if let Some(close) = block[label_start..].find("-----") {
             let label = &block[label_start..label_start + close];
-            if close <= 48 && (label.ends_with("PRIVATE KEY") || label.ends_with("PRIVATE KEY BLOCK"))
+            if close <= 48
+                && (label.ends_with("PRIVATE KEY") || label.ends_with("PRIVATE KEY BLOCK"))
             {
                 return Some(label_start + close + 5);
             }

@@ -37,7 +37,9 @@ impl Rng {
     }
 
     fn digits(&mut self, n: usize) -> String {
-        (0..n).map(|_| char::from(b'0' + self.below(10) as u8)).collect()
+        (0..n)
+            .map(|_| char::from(b'0' + self.below(10) as u8))
+            .collect()
     }
 
     fn chars(&mut self, alphabet: &[u8], n: usize) -> String {
@@ -52,9 +54,19 @@ const HEX: &[u8] = b"0123456789abcdef";
 const B64URL: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-const FIRST: &[&str] = &["jane", "john", "maria", "wei", "olga", "ahmed", "lucas", "sofia", "ken", "amara"];
-const LAST: &[&str] = &["doe", "smith", "garcia", "chen", "ivanova", "khan", "silva", "rossi", "tanaka", "okafor"];
-const DOMAINS: &[&str] = &["example.com", "mail.example.co.uk", "corp.io", "sub.domain.org", "uni-berlin.de"];
+const FIRST: &[&str] = &[
+    "jane", "john", "maria", "wei", "olga", "ahmed", "lucas", "sofia", "ken", "amara",
+];
+const LAST: &[&str] = &[
+    "doe", "smith", "garcia", "chen", "ivanova", "khan", "silva", "rossi", "tanaka", "okafor",
+];
+const DOMAINS: &[&str] = &[
+    "example.com",
+    "mail.example.co.uk",
+    "corp.io",
+    "sub.domain.org",
+    "uni-berlin.de",
+];
 
 /// The Luhn check digit for `body`.
 fn luhn_digit(body: &str) -> char {
@@ -119,12 +131,32 @@ fn iban_check(country: &str, bban: &str) -> u32 {
 }
 
 fn iban(rng: &mut Rng, valid: bool) -> String {
-    let (country, len) = [("DE", 22), ("GB", 22), ("FR", 27), ("NL", 18), ("ES", 24), ("IT", 27), ("CH", 21), ("BE", 16)]
-        [rng.below(8)];
+    let (country, len) = [
+        ("DE", 22),
+        ("GB", 22),
+        ("FR", 27),
+        ("NL", 18),
+        ("ES", 24),
+        ("IT", 27),
+        ("CH", 21),
+        ("BE", 16),
+    ][rng.below(8)];
     let bban = match country {
-        "GB" => format!("{}{}", rng.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 4), rng.digits(14)),
-        "NL" => format!("{}{}", rng.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 4), rng.digits(10)),
-        "IT" => format!("{}{}", rng.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 1), rng.digits(22)),
+        "GB" => format!(
+            "{}{}",
+            rng.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 4),
+            rng.digits(14)
+        ),
+        "NL" => format!(
+            "{}{}",
+            rng.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 4),
+            rng.digits(10)
+        ),
+        "IT" => format!(
+            "{}{}",
+            rng.chars(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", 1),
+            rng.digits(22)
+        ),
         _ => rng.digits(len - 4),
     };
     let mut check = iban_check(country, &bban);
@@ -172,13 +204,27 @@ fn phone(rng: &mut Rng) -> String {
         0 => format!("+44 20 {} {}", rng.digits(4), rng.digits(4)),
         1 => format!("+1 ({}) {}-{}", nanp(rng), nanp(rng), rng.digits(4)),
         2 => format!("+49 30 {}", rng.digits(8)),
-        3 => format!("+33 {} {} {} {} {}", rng.range(1, 9), rng.digits(2), rng.digits(2), rng.digits(2), rng.digits(2)),
+        3 => format!(
+            "+33 {} {} {} {} {}",
+            rng.range(1, 9),
+            rng.digits(2),
+            rng.digits(2),
+            rng.digits(2),
+            rng.digits(2)
+        ),
         4 => format!("+91 {} {}", rng.digits(5), rng.digits(5)),
         5 => format!("({}) {}-{}", nanp(rng), nanp(rng), rng.digits(4)),
         6 => format!("{}-{}-{}", nanp(rng), nanp(rng), rng.digits(4)),
         7 => format!("0{} {} {}", rng.range(20, 99), rng.digits(4), rng.digits(4)),
         8 => format!("07{} {}", rng.digits(3), rng.digits(6)),
-        _ => format!("0{} {} {} {} {}", rng.range(1, 9), rng.digits(2), rng.digits(2), rng.digits(2), rng.digits(2)),
+        _ => format!(
+            "0{} {} {} {} {}",
+            rng.range(1, 9),
+            rng.digits(2),
+            rng.digits(2),
+            rng.digits(2),
+            rng.digits(2)
+        ),
     }
 }
 
@@ -195,7 +241,13 @@ fn email(rng: &mut Rng) -> String {
 
 fn ip(rng: &mut Rng) -> String {
     match rng.below(3) {
-        0 | 1 => format!("{}.{}.{}.{}", rng.range(1, 254), rng.below(256), rng.below(256), rng.range(1, 254)),
+        0 | 1 => format!(
+            "{}.{}.{}.{}",
+            rng.range(1, 254),
+            rng.below(256),
+            rng.below(256),
+            rng.range(1, 254)
+        ),
         _ => {
             let g = |rng: &mut Rng| format!("{:x}", rng.range(1, 0xffff));
             if rng.below(2) == 0 {
@@ -212,7 +264,10 @@ fn mac(rng: &mut Rng) -> String {
     match rng.below(3) {
         0 => bytes.join(":"),
         1 => bytes.join("-").to_uppercase(),
-        _ => format!("{}{}.{}{}.{}{}", bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5]),
+        _ => format!(
+            "{}{}.{}{}.{}{}",
+            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5]
+        ),
     }
 }
 
@@ -222,8 +277,15 @@ fn url(rng: &mut Rng) -> String {
     let user = rng.pick(LAST);
     let len = rng.range(6, 16);
     let pass = rng.chars(ALNUM, len);
-    let port = if rng.below(2) == 0 { format!(":{}", rng.range(1000, 9999)) } else { String::new() };
-    format!("{scheme}://{user}:{pass}@{host}{port}/{}", rng.pick(&["app", "prod", "v1/items"]))
+    let port = if rng.below(2) == 0 {
+        format!(":{}", rng.range(1000, 9999))
+    } else {
+        String::new()
+    };
+    format!(
+        "{scheme}://{user}:{pass}@{host}{port}/{}",
+        rng.pick(&["app", "prod", "v1/items"])
+    )
 }
 
 const BECH32: &[u8] = b"qpzry9x8gf2tvdw0s3jn54khce6mua7l";
@@ -242,7 +304,16 @@ fn bech32_address(rng: &mut Rng) -> String {
     for v in expanded {
         let top = chk >> 25;
         chk = ((chk & 0x1ff_ffff) << 5) ^ u32::from(v);
-        for (i, g) in [0x3b6a57b2u32, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3].iter().enumerate() {
+        for (i, g) in [
+            0x3b6a57b2u32,
+            0x26508e6d,
+            0x1ea119fa,
+            0x3d4233dd,
+            0x2a1462b3,
+        ]
+        .iter()
+        .enumerate()
+        {
             if (top >> i) & 1 == 1 {
                 chk ^= g;
             }
@@ -250,7 +321,10 @@ fn bech32_address(rng: &mut Rng) -> String {
     }
     let polymod = chk ^ 1;
     values.extend((0..6).map(|i| ((polymod >> (5 * (5 - i))) & 31) as u8));
-    let data: String = values.iter().map(|&v| char::from(BECH32[usize::from(v)])).collect();
+    let data: String = values
+        .iter()
+        .map(|&v| char::from(BECH32[usize::from(v)]))
+        .collect();
     format!("bc1{data}")
 }
 
@@ -270,7 +344,11 @@ fn crypto(rng: &mut Rng) -> String {
 fn base64url(bytes: &[u8]) -> String {
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for i in 0..=chunk.len() {
             out.push(char::from(B64URL[((n >> (18 - 6 * i)) & 63) as usize]));
@@ -313,10 +391,19 @@ fn api_key(rng: &mut Rng) -> String {
         1 => format!("ghp_{}", rng.chars(ALNUM, 36)),
         2 => format!("sk-proj-{}", rng.chars(ALNUM, 48)),
         3 => format!("sk-ant-api03-{}", rng.chars(ALNUM, 80)),
-        4 => format!("xoxb-{}-{}-{}", rng.digits(12), rng.digits(13), rng.chars(ALNUM, 24)),
+        4 => format!(
+            "xoxb-{}-{}-{}",
+            rng.digits(12),
+            rng.digits(13),
+            rng.chars(ALNUM, 24)
+        ),
         5 => format!("sk_live_{}", rng.chars(ALNUM, 24)),
         6 => format!("AIza{}", rng.chars(ALNUM, 35)),
-        _ => format!("github_pat_{}_{}", rng.chars(ALNUM, 22), rng.chars(ALNUM, 59)),
+        _ => format!(
+            "github_pat_{}_{}",
+            rng.chars(ALNUM, 22),
+            rng.chars(ALNUM, 59)
+        ),
     }
 }
 
@@ -442,9 +529,13 @@ fn precision_and_recall_per_entity_type() {
         let findings = redactor.find(&sample.text);
         let mut matched = vec![false; sample.labels.len()];
         for f in &findings {
-            let hit = sample.labels.iter().enumerate().find(|(i, (entity, start, end))| {
-                !matched[*i] && f.entity.name() == *entity && f.start < *end && *start < f.end
-            });
+            let hit = sample
+                .labels
+                .iter()
+                .enumerate()
+                .find(|(i, (entity, start, end))| {
+                    !matched[*i] && f.entity.name() == *entity && f.start < *end && *start < f.end
+                });
             let score = scores.entry(f.entity.name().to_owned()).or_default();
             match hit {
                 Some((i, _)) => {
@@ -453,25 +544,40 @@ fn precision_and_recall_per_entity_type() {
                 }
                 None => {
                     score.fp += 1;
-                    errors.push(format!("FP {} `{}` in {:?}", f.entity, f.text(&sample.text), sample.text));
+                    errors.push(format!(
+                        "FP {} `{}` in {:?}",
+                        f.entity,
+                        f.text(&sample.text),
+                        sample.text
+                    ));
                 }
             }
         }
         for (i, (entity, start, end)) in sample.labels.iter().enumerate() {
             if !matched[i] {
                 scores.entry((*entity).to_owned()).or_default().fn_ += 1;
-                errors.push(format!("FN {entity} `{}` in {:?}", &sample.text[*start..*end], sample.text));
+                errors.push(format!(
+                    "FN {entity} `{}` in {:?}",
+                    &sample.text[*start..*end],
+                    sample.text
+                ));
             }
         }
     }
 
     println!("{} samples", samples.len());
-    println!("{:<14} {:>5} {:>4} {:>4} {:>9} {:>7}", "entity", "tp", "fp", "fn", "precision", "recall");
+    println!(
+        "{:<14} {:>5} {:>4} {:>4} {:>9} {:>7}",
+        "entity", "tp", "fp", "fn", "precision", "recall"
+    );
     let mut failed = Vec::new();
     for (entity, s) in &scores {
         let precision = s.tp as f64 / (s.tp + s.fp).max(1) as f64;
         let recall = s.tp as f64 / (s.tp + s.fn_).max(1) as f64;
-        println!("{entity:<14} {:>5} {:>4} {:>4} {precision:>9.3} {recall:>7.3}", s.tp, s.fp, s.fn_);
+        println!(
+            "{entity:<14} {:>5} {:>4} {:>4} {precision:>9.3} {recall:>7.3}",
+            s.tp, s.fp, s.fn_
+        );
         if precision < 0.90 || recall < 0.95 {
             failed.push(entity.clone());
         }
@@ -480,5 +586,8 @@ fn precision_and_recall_per_entity_type() {
         println!("{error}");
     }
     assert_eq!(scores.len(), 13, "every entity type is evaluated");
-    assert!(failed.is_empty(), "below precision 0.90 or recall 0.95: {failed:?}");
+    assert!(
+        failed.is_empty(),
+        "below precision 0.90 or recall 0.95: {failed:?}"
+    );
 }

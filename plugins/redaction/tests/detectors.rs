@@ -114,11 +114,11 @@ fn credit_cards_pass_luhn() {
         finds("CREDIT_CARD", value);
     }
     for text in [
-        "4111 1111 1111 1112",  // fails Luhn
-        "4111-1111 1111-1111",  // mixed separators
-        "1700000000123",        // a timestamp in ms, no issuer
-        "9111 1111 1111 1111",  // no issuer starts with 9
-        "4444 4444 4444 4444",  // one repeated digit
+        "4111 1111 1111 1112", // fails Luhn
+        "4111-1111 1111-1111", // mixed separators
+        "1700000000123",       // a timestamp in ms, no issuer
+        "9111 1111 1111 1111", // no issuer starts with 9
+        "4444 4444 4444 4444", // one repeated digit
         "order 41111111111111111111 shipped",
     ] {
         ignores("CREDIT_CARD", text);
@@ -137,10 +137,10 @@ fn iban_codes_pass_mod_97_and_country_length() {
         finds("IBAN_CODE", value);
     }
     for text in [
-        "DE89 3704 0044 0532 0130 01",  // checksum
-        "DE89 3704 0044 0532 0130",     // too short for DE
-        "XX89 3704 0044 0532 0130 00",  // no such country
-        "GB82WEST123456987654320000",   // too long for GB
+        "DE89 3704 0044 0532 0130 01", // checksum
+        "DE89 3704 0044 0532 0130",    // too short for DE
+        "XX89 3704 0044 0532 0130 00", // no such country
+        "GB82WEST123456987654320000",  // too long for GB
     ] {
         ignores("IBAN_CODE", text);
     }
@@ -271,7 +271,10 @@ fn jwts() {
     let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
     finds("JWT", jwt);
     // A header that does not decode to a JSON object with `alg` is not a JWT.
-    ignores("JWT", "eyJub3RhdG9rZW4iOjF9.eyJzdWIiOiIxIn0.abcdefghijklmnop");
+    ignores(
+        "JWT",
+        "eyJub3RhdG9rZW4iOjF9.eyJzdWIiOiIxIn0.abcdefghijklmnop",
+    );
     ignores("JWT", "eyJhbGciOiJIUzI1NiJ9");
 }
 
@@ -282,13 +285,17 @@ fn private_key_blocks() {
     let openssh = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----";
     finds("PRIVATE_KEY", openssh);
     // JSON-escaped newlines, as in a tool's JSON output.
-    let escaped = r"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----";
+    let escaped =
+        r"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----";
     finds("PRIVATE_KEY", escaped);
     ignores(
         "PRIVATE_KEY",
         "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
     );
-    ignores("PRIVATE_KEY", "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----");
+    ignores(
+        "PRIVATE_KEY",
+        "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+    );
 }
 
 #[test]
@@ -308,7 +315,10 @@ fn api_keys_by_provider() {
             "sk-ant-api03-Xy7Kq2Lm9Zr7Vw1Yb3Nc6Hd0Pj5Sg2Ue8Ia4Ok1Qt7Rx9Wz3Mv6Bn0Cy5ElQ-AA",
             "anthropic",
         ),
-        ("xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "slack"),
+        (
+            "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+            "slack",
+        ),
         ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe"),
         ("AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "google"),
     ];
@@ -344,9 +354,15 @@ fn keyword_secrets_are_narrowed_to_the_value() {
     let cases = [
         ("password: hunter2", "hunter2"),
         ("DB_PASSWORD=Tr0ub4dor&3", "Tr0ub4dor&3"),
-        (r#"{"api_key": "q8Xz3LmN0pR7sT2vW9yB"}"#, "q8Xz3LmN0pR7sT2vW9yB"),
+        (
+            r#"{"api_key": "q8Xz3LmN0pR7sT2vW9yB"}"#,
+            "q8Xz3LmN0pR7sT2vW9yB",
+        ),
         ("client_secret => 'a9F3kL0pQ7xZ2mN8'", "a9F3kL0pQ7xZ2mN8"),
-        ("Authorization: Bearer 7fG2kL9pQ4xZ8mN3vB6cD1", "7fG2kL9pQ4xZ8mN3vB6cD1"),
+        (
+            "Authorization: Bearer 7fG2kL9pQ4xZ8mN3vB6cD1",
+            "7fG2kL9pQ4xZ8mN3vB6cD1",
+        ),
         ("auth_token := Zm9vYmFyYmF6cXV4MTIz", "Zm9vYmFyYmF6cXV4MTIz"),
     ];
     for (text, value) in cases {
@@ -400,7 +416,11 @@ fn disabled_and_only_entities() {
         .disable(Entity::EmailAddress)
         .build()
         .unwrap();
-    assert!(r.find("bob@example.com 123-45-6789").iter().all(|f| f.entity != Entity::EmailAddress));
+    assert!(
+        r.find("bob@example.com 123-45-6789")
+            .iter()
+            .all(|f| f.entity != Entity::EmailAddress)
+    );
     let r = Redactor::builder().only([Entity::UsSsn]).build().unwrap();
     let findings = r.find("bob@example.com 123-45-6789");
     assert_eq!(findings.len(), 1);

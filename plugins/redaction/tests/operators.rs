@@ -76,23 +76,34 @@ fn hash_is_keyed_and_stable_within_a_thread() {
         .hash_key("k1")
         .build()
         .unwrap();
-    assert_eq!(token_of(&same.redact_in("bob@example.com", Some("t1")).unwrap().text), token);
+    assert_eq!(
+        token_of(&same.redact_in("bob@example.com", Some("t1")).unwrap().text),
+        token
+    );
     let other = Redactor::builder()
         .operator(Operator::Hash)
         .hash_key("k2")
         .build()
         .unwrap();
-    assert_ne!(token_of(&other.redact_in("bob@example.com", Some("t1")).unwrap().text), token);
+    assert_ne!(
+        token_of(&other.redact_in("bob@example.com", Some("t1")).unwrap().text),
+        token
+    );
 }
 
 #[test]
 fn pseudonyms_are_reversible_through_the_vault() {
     let r = with(Operator::Pseudonym);
-    let out = r.redact_in("bob@example.com and 4111 1111 1111 1111", Some("t")).unwrap();
+    let out = r
+        .redact_in("bob@example.com and 4111 1111 1111 1111", Some("t"))
+        .unwrap();
     let email = token_of(&out.text).to_owned();
     assert!(email.starts_with("<EMAIL_ADDRESS_"));
     assert_eq!(r.vault().len("t"), 2);
-    assert_eq!(r.vault().lookup("t", &email).as_deref(), Some("bob@example.com"));
+    assert_eq!(
+        r.vault().lookup("t", &email).as_deref(),
+        Some("bob@example.com")
+    );
     let back = r.restore(Some("t"), &format!("send to {email}")).unwrap();
     assert_eq!(back, "send to bob@example.com");
     // Another thread does not know the pseudonym.
@@ -110,7 +121,10 @@ fn a_full_vault_is_an_error_not_a_leak() {
         .unwrap();
     r.redact_in("a@example.com", Some("t")).unwrap();
     let error = r.redact_in("b@example.com", Some("t")).unwrap_err();
-    assert!(matches!(error, RedactionError::VaultFull { max: 1, .. }), "{error}");
+    assert!(
+        matches!(error, RedactionError::VaultFull { max: 1, .. }),
+        "{error}"
+    );
 }
 
 #[test]
@@ -126,13 +140,18 @@ fn per_entity_operators() {
 #[test]
 fn custom_regex_deny_list_and_allow_list() {
     let r = Redactor::builder()
-        .detector(Detector::regex("EMPLOYEE_ID", r"(?-u:\b)EMP-[0-9]{6}(?-u:\b)"))
+        .detector(Detector::regex(
+            "EMPLOYEE_ID",
+            r"(?-u:\b)EMP-[0-9]{6}(?-u:\b)",
+        ))
         .detector(Detector::deny_list("PROJECT", ["Falcon", "Blue Heron"]))
         .allow("support@example.com")
         .build()
         .unwrap();
     let out = r
-        .redact("EMP-123456 on Blue Heron (not Falconry); mail support@example.com or bob@example.com")
+        .redact(
+            "EMP-123456 on Blue Heron (not Falconry); mail support@example.com or bob@example.com",
+        )
         .unwrap();
     assert_eq!(
         out.text,
@@ -162,12 +181,18 @@ fn invalid_configuration_is_an_error_that_says_what_to_fix() {
 fn text_over_the_limit_is_an_error() {
     let r = Redactor::builder().max_input_bytes(8).build().unwrap();
     let error = r.redact("more than eight bytes").unwrap_err();
-    assert!(matches!(error, RedactionError::TooLarge { len: 21, max: 8 }));
+    assert!(matches!(
+        error,
+        RedactionError::TooLarge { len: 21, max: 8 }
+    ));
 }
 
 #[test]
 fn text_without_findings_is_borrowed() {
-    let out = Redactor::new().unwrap().redact("nothing to see here").unwrap();
+    let out = Redactor::new()
+        .unwrap()
+        .redact("nothing to see here")
+        .unwrap();
     assert!(!out.changed());
     assert!(out.findings.is_empty());
 }
@@ -175,7 +200,13 @@ fn text_without_findings_is_borrowed() {
 #[test]
 fn operators_deserialize_from_json_config() {
     let op: Operator = serde_json::from_str(r##"{"type":"mask","ch":"#","keepLast":2}"##).unwrap();
-    assert_eq!(op, Operator::Mask { ch: '#', keep_last: 2 });
+    assert_eq!(
+        op,
+        Operator::Mask {
+            ch: '#',
+            keep_last: 2
+        }
+    );
     let op: Operator = serde_json::from_str(r#"{"type":"pseudonym"}"#).unwrap();
     assert_eq!(op, Operator::Pseudonym);
 }

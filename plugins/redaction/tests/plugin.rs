@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 
-use harness_redaction::{
-    Operator, Redaction, RedactionConfig, Redactor, Target, TargetPolicy,
-};
+use harness_redaction::{Operator, Redaction, RedactionConfig, Redactor, Target, TargetPolicy};
 use harness_tags::tags::{
     DisplayToolResultTag, MessageAssistant, MessageToolError, MessageToolResult, MessageUserTask,
     ModelRequestTag, ObservationCompressionSummary, ObservationToolResult, ThreadCloned,
@@ -22,7 +20,11 @@ use serde_json::json;
 const SECRET_TEXT: &str = "user bob@example.com, ssn 123-45-6789";
 const REDACTED: &str = "user <EMAIL_ADDRESS>, ssn <US_SSN>";
 
-fn emit<T: Tag>(pipeline: &Pipeline, payload: T::Payload, ctx: &T::Ctx) -> Result<T::Payload, EmitError>
+fn emit<T: Tag>(
+    pipeline: &Pipeline,
+    payload: T::Payload,
+    ctx: &T::Ctx,
+) -> Result<T::Payload, EmitError>
 where
     T::Ctx: TagContext,
 {
@@ -52,7 +54,10 @@ fn tool_ctx(thread: &str) -> ToolResultCtx {
 
 #[test]
 fn tool_results_and_errors_are_redacted_by_default() {
-    let pipeline = Pipeline::builder().plugin(Redaction::default()).build().unwrap();
+    let pipeline = Pipeline::builder()
+        .plugin(Redaction::default())
+        .build()
+        .unwrap();
     let msg = KernelMessage::tool_result("call_1", "crm", SECRET_TEXT, false);
     let out = emit::<MessageToolResult>(&pipeline, msg, &tool_ctx("t")).unwrap();
     assert_eq!(out.content(), REDACTED);
@@ -60,7 +65,8 @@ fn tool_results_and_errors_are_redacted_by_default() {
     let out = emit::<MessageToolError>(&pipeline, msg, &tool_ctx("t")).unwrap();
     assert_eq!(out.content(), REDACTED);
     // Other targets are off by default.
-    let out = emit::<MessageUserTask>(&pipeline, KernelMessage::user(SECRET_TEXT), &base("t")).unwrap();
+    let out =
+        emit::<MessageUserTask>(&pipeline, KernelMessage::user(SECRET_TEXT), &base("t")).unwrap();
     assert_eq!(out.content(), SECRET_TEXT);
 }
 
@@ -70,10 +76,12 @@ fn every_target_can_be_turned_on() {
         .plugin(Redaction::default().everywhere())
         .build()
         .unwrap();
-    let out = emit::<MessageUserTask>(&pipeline, KernelMessage::user(SECRET_TEXT), &base("t")).unwrap();
+    let out =
+        emit::<MessageUserTask>(&pipeline, KernelMessage::user(SECRET_TEXT), &base("t")).unwrap();
     assert_eq!(out.content(), REDACTED);
     let out =
-        emit::<MessageAssistant>(&pipeline, KernelMessage::assistant(SECRET_TEXT), &base("t")).unwrap();
+        emit::<MessageAssistant>(&pipeline, KernelMessage::assistant(SECRET_TEXT), &base("t"))
+            .unwrap();
     assert_eq!(out.content(), REDACTED);
 
     let request = ModelRequest {
@@ -105,7 +113,8 @@ fn every_target_can_be_turned_on() {
         json!({"args": {"to": "<EMAIL_ADDRESS>"}, "n": 1})
     );
     // `observation.*` covers every observation tag, whatever its context.
-    let out = emit::<ObservationCompressionSummary>(&pipeline, step, &MemoryCtx::default()).unwrap();
+    let out =
+        emit::<ObservationCompressionSummary>(&pipeline, step, &MemoryCtx::default()).unwrap();
     assert_eq!(out.content.as_deref(), Some(REDACTED));
 
     // UIs see bullets while the model sees entity names.
@@ -130,8 +139,12 @@ fn a_target_can_have_its_own_operator() {
         }
     );
     let pipeline = Pipeline::builder().plugin(plugin).build().unwrap();
-    let out =
-        emit::<MessageUserTask>(&pipeline, KernelMessage::user("ssn 123-45-6789"), &base("t")).unwrap();
+    let out = emit::<MessageUserTask>(
+        &pipeline,
+        KernelMessage::user("ssn 123-45-6789"),
+        &base("t"),
+    )
+    .unwrap();
     assert_eq!(out.content(), "ssn *******6789");
 }
 

@@ -37,7 +37,10 @@ fn a_secret_split_at_every_offset_is_redacted_as_in_one_piece() {
     for secret in SECRETS {
         let text = format!("the value {secret} was logged; ünïcödé after.\n");
         let whole = redactor.redact(&text).unwrap().text.into_owned();
-        assert!(!whole.contains(secret.trim_start_matches("password: ")), "{whole}");
+        assert!(
+            !whole.contains(secret.trim_start_matches("password: ")),
+            "{whole}"
+        );
         let start = text.find(secret).unwrap();
         for cut in start..=start + secret.len() {
             let out = stream(&redactor, &[&text[..cut], &text[cut..]]);
@@ -107,5 +110,8 @@ fn streaming_uses_the_operator_and_the_thread() {
         .unwrap();
     let out = stream(&redactor, &["to bob@exa", "mple.com"]);
     let token = out.trim_start_matches("to ");
-    assert_eq!(redactor.vault().lookup("t", token).as_deref(), Some("bob@example.com"));
+    assert_eq!(
+        redactor.vault().lookup("t", token).as_deref(),
+        Some("bob@example.com")
+    );
 }

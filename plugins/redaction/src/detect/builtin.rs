@@ -17,7 +17,7 @@ pub(crate) enum Id {
     PrivateKey,
     Jwt,
     Url,
-    AwsKeyId,
+    AwsAccessKey,
     AwsSecret,
     GithubClassic,
     GithubPat,

@@ -161,7 +161,10 @@ mod tests {
     #[test]
     fn hmac_matches_rfc_4231_case_2() {
         assert_eq!(
-            hex(&hmac_sha256(b"Jefe", &[b"what do ya want ", b"for nothing?"])),
+            hex(&hmac_sha256(
+                b"Jefe",
+                &[b"what do ya want ", b"for nothing?"]
+            )),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
     }

@@ -37,9 +37,9 @@ pub(crate) mod validate;
 use std::collections::HashSet;
 use std::fmt;
 
+use regex_automata::Input;
 use regex_automata::meta::{self, Regex};
 use regex_automata::nfa::thompson::WhichCaptures;
-use regex_automata::Input;
 use serde::Serialize;
 
 use builtin::{Id, RULES, Rule};
@@ -179,8 +179,23 @@ fn escape_into(out: &mut String, value: &str) {
     for c in value.chars() {
         if matches!(
             c,
-            '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$'
-                | '#' | '&' | '-' | '~'
+            '\\' | '.'
+                | '+'
+                | '*'
+                | '?'
+                | '('
+                | ')'
+                | '|'
+                | '['
+                | ']'
+                | '{'
+                | '}'
+                | '^'
+                | '$'
+                | '#'
+                | '&'
+                | '-'
+                | '~'
         ) {
             out.push('\\');
         }
@@ -205,7 +220,8 @@ impl fmt::Debug for Engine {
     }
 }
 
-fn compile(patterns: &[&str]) -> Result<Regex, meta::BuildError> {
+/// Compiles patterns into one multi-pattern regex; the error names the pattern at fault.
+fn compile(patterns: &[&str]) -> Result<Regex, (Option<usize>, String)> {
     Regex::builder()
         .configure(
             meta::Config::new()
@@ -213,6 +229,7 @@ fn compile(patterns: &[&str]) -> Result<Regex, meta::BuildError> {
                 .nfa_size_limit(Some(64 << 20)),
         )
         .build_many(patterns)
+        .map_err(|error| (error.pattern().map(|p| p.as_usize()), error.to_string()))
 }
 
 impl Engine {
@@ -238,9 +255,7 @@ impl Engine {
                 .iter()
                 .map(|&id| rules[id as usize].pattern.as_ref())
                 .collect();
-            Some(compile(&patterns).map_err(|error| RedactionError::Build {
-                message: error.to_string(),
-            })?)
+            Some(compile(&patterns).map_err(|(_, message)| RedactionError::Build { message })?)
         };
         let scanner = Scanner::new(rules, literals, literal_ids, on);
 
@@ -257,17 +272,15 @@ impl Engine {
             None
         } else {
             let patterns: Vec<&str> = custom.iter().map(|r| r.pattern.as_ref()).collect();
-            let regex = compile(&patterns).map_err(|error| match error.pattern() {
-                Some(pid) => RedactionError::InvalidPattern {
+            let regex = compile(&patterns).map_err(|(pattern, message)| match pattern {
+                Some(index) => RedactionError::InvalidPattern {
                     entity: custom
-                        .get(pid.as_usize())
+                        .get(index)
                         .map(|r| r.entity.name().to_owned())
                         .unwrap_or_default(),
-                    message: error.to_string(),
+                    message,
                 },
-                None => RedactionError::Build {
-                    message: error.to_string(),
-                },
+                None => RedactionError::Build { message },
             })?;
             Some((regex, custom))
         };
@@ -326,7 +339,11 @@ impl Engine {
         if self.allow.is_empty() {
             out.extend(merged);
         } else {
-            out.extend(merged.into_iter().filter(|f| !self.allow.contains(f.text(text))));
+            out.extend(
+                merged
+                    .into_iter()
+                    .filter(|f| !self.allow.contains(f.text(text))),
+            );
         }
     }
 }

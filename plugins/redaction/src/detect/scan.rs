@@ -38,8 +38,7 @@ static STOP: [bool; 256] = {
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
-        table[b] = c.is_ascii_digit()
-            || matches!(c, b'@' | b':' | b'=' | b'+' | b'(');
+        table[b] = c.is_ascii_digit() || matches!(c, b'@' | b':' | b'=' | b'+' | b'(');
         b += 1;
     }
     table
@@ -63,7 +62,8 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 fn may_stop(x: u64) -> bool {
     // Bytes strictly between 0x27 and 0x3e (the classic "has between" bit trick).
     let low7 = x & (ONES * 127);
-    let between = (ONES * (127 + 0x3e)).wrapping_sub(low7) & !x & low7.wrapping_add(ONES * (127 - 0x27));
+    let between =
+        (ONES * (127 + 0x3e)).wrapping_sub(low7) & !x & low7.wrapping_add(ONES * (127 - 0x27));
     // Bytes equal to `@`.
     let at = x ^ (ONES * u64::from(b'@'));
     let zero = at.wrapping_sub(ONES) & !at;
@@ -178,7 +178,7 @@ impl Groups {
 pub(crate) const LITERAL_RULES: [Id; 12] = [
     Id::PrivateKey,
     Id::Jwt,
-    Id::AwsKeyId,
+    Id::AwsAccessKey,
     Id::GithubClassic,
     Id::GithubPat,
     Id::Anthropic,
@@ -370,17 +370,19 @@ impl Scanner {
         while s > 0 && i - s < 4 && h[s - 1].is_ascii_hexdigit() {
             s -= 1;
         }
-        if (s == 0 || !is_word(h[s - 1])) && matches!(h.get(i + 1), Some(b':' | b'-' | b'.'))
-            || h[s..i].iter().any(|b| !b.is_ascii_digit()) && h.get(i..i + 5).is_some_and(|w| w.iter().any(|b| matches!(b, b':' | b'-' | b'.')))
-        {
-            if s == 0 || !is_word(h[s - 1]) {
-                // A hex word such as `fe80`: walk back over `hh:` / `hh-` / `hhhh.` groups.
-                let head = chain_head(h, s);
-                if !h[head].is_ascii_digit() {
-                    // (A chain whose head is a digit was tried at that digit.)
-                    if let Some(f) = self.hex_colon(h, head) {
-                        return Some(f);
-                    }
+        let mut e = i;
+        while e < h.len() && e - s < 4 && h[e].is_ascii_hexdigit() {
+            e += 1;
+        }
+        let chained = |at: Option<&u8>| matches!(at, Some(b':' | b'-' | b'.'));
+        let word_start = s == 0 || !is_word(h[s - 1]);
+        if word_start && (chained(h.get(e)) || s > 0 && chained(h.get(s - 1))) {
+            // A hex word such as `fe80` in a chain of `hh:` / `hh-` / `hhhh.` groups.
+            let head = chain_head(h, s);
+            // (A chain whose head is a digit was tried at that digit.)
+            if !h[head].is_ascii_digit() {
+                if let Some(f) = self.hex_colon(h, head) {
+                    return Some(f);
                 }
             }
         }
@@ -401,8 +403,10 @@ impl Scanner {
         let Some(head) = h.get(s..s + 4) else {
             return (None, s);
         };
-        if !(head[1].is_ascii_uppercase() && is_digit(head[2]) && is_digit(head[3]))
-            || !self.on(Id::Iban)
+        if !(head[1].is_ascii_uppercase()
+            && is_digit(head[2])
+            && is_digit(head[3])
+            && self.on(Id::Iban))
         {
             return (None, s);
         }
@@ -822,8 +826,7 @@ impl Scanner {
             if starts(h, i + 1, b"//") {
                 return self.url(h, i);
             }
-            if h.get(i + 1) == Some(&b':') && !(i > 0 && (is_word(h[i - 1]) || h[i - 1] == b':'))
-            {
+            if h.get(i + 1) == Some(&b':') && !(i > 0 && (is_word(h[i - 1]) || h[i - 1] == b':')) {
                 return self.ipv6(h, i);
             }
         }
@@ -839,8 +842,19 @@ impl Scanner {
             b.is_ascii_alphanumeric()
                 || matches!(
                     b,
-                    b'.' | b'_' | b'~' | b'%' | b'!' | b'$' | b'&' | b'\'' | b'*' | b'+' | b','
-                        | b';' | b'=' | b'-'
+                    b'.' | b'_'
+                        | b'~'
+                        | b'%'
+                        | b'!'
+                        | b'$'
+                        | b'&'
+                        | b'\''
+                        | b'*'
+                        | b'+'
+                        | b','
+                        | b';'
+                        | b'='
+                        | b'-'
                 )
         };
         let mut j = i + 3;
@@ -879,7 +893,8 @@ impl Scanner {
         }
         if matches!(h.get(j), Some(b'/' | b'?' | b'#')) {
             while j < h.len()
-                && (user_byte(h[j]) || matches!(h[j], b':' | b'@' | b'/' | b'?' | b'#' | b'(' | b')'))
+                && (user_byte(h[j])
+                    || matches!(h[j], b':' | b'@' | b'/' | b'?' | b'#' | b'(' | b')'))
             {
                 j += 1;
             }
@@ -1031,7 +1046,11 @@ fn keyword_before(h: &[u8], k: usize) -> Option<usize> {
     let before = h.get(k.checked_sub(2)?)?.to_ascii_lowercase();
     if !matches!(
         [before, last],
-        [b'r' | b'w', b'd'] | [b's', b'e'] | [b'e', b't' | b'y' | b'n'] | [b'a', b'l'] | [b'l', b's']
+        [b'r' | b'w', b'd']
+            | [b's', b'e']
+            | [b'e', b't' | b'y' | b'n']
+            | [b'a', b'l']
+            | [b'l', b's']
     ) {
         return None;
     }

@@ -414,7 +414,8 @@ pub(crate) fn mac(h: &[u8], start: usize, end: usize) -> Option<(usize, usize)> 
         return None;
     }
     let sep = seps.first().copied().unwrap_or(b':');
-    let longer_right = h.get(end) == Some(&sep) && h.get(end + 1).is_some_and(u8::is_ascii_hexdigit);
+    let longer_right =
+        h.get(end) == Some(&sep) && h.get(end + 1).is_some_and(u8::is_ascii_hexdigit);
     let longer_left = before(h, start) == Some(sep)
         && start >= 2
         && h.get(start - 2).is_some_and(u8::is_ascii_hexdigit);
@@ -443,8 +444,7 @@ pub(crate) fn ipv6(h: &[u8], start: usize, end: usize) -> Option<(usize, usize)>
     if before(h, start).is_some_and(|b| is_alnum(b) || b == b':' || b == b'.' || b == b'_') {
         return None;
     }
-    if h
-        .get(end)
+    if h.get(end)
         .is_some_and(|&b| is_alnum(b) || b == b':' || b == b'_')
     {
         return None;
@@ -532,8 +532,8 @@ fn country_code_len(digits: &[u8]) -> Option<usize> {
     }
     let two = first * 10 + d(1)?;
     const TWO: &[u32] = &[
-        20, 27, 30, 31, 32, 33, 34, 36, 39, 40, 41, 43, 44, 45, 46, 47, 48, 49, 51, 52, 53, 54,
-        55, 56, 57, 58, 60, 61, 62, 63, 64, 65, 66, 81, 82, 84, 86, 90, 91, 92, 93, 94, 95, 98,
+        20, 27, 30, 31, 32, 33, 34, 36, 39, 40, 41, 43, 44, 45, 46, 47, 48, 49, 51, 52, 53, 54, 55,
+        56, 57, 58, 60, 61, 62, 63, 64, 65, 66, 81, 82, 84, 86, 90, 91, 92, 93, 94, 95, 98,
     ];
     const THREE: &[u32] = &[
         21, 22, 23, 24, 25, 26, 29, 35, 37, 38, 42, 50, 59, 67, 68, 69, 85, 88, 96, 97, 99,
@@ -659,7 +659,10 @@ fn char_classes(bytes: &[u8]) -> usize {
     let upper = bytes.iter().any(u8::is_ascii_uppercase);
     let digit = bytes.iter().any(u8::is_ascii_digit);
     let other = bytes.iter().any(|b| !b.is_ascii_alphanumeric());
-    [lower, upper, digit, other].into_iter().filter(|&x| x).count()
+    [lower, upper, digit, other]
+        .into_iter()
+        .filter(|&x| x)
+        .count()
 }
 
 /// Values that configuration files use as placeholders, never as secrets.
@@ -674,11 +677,28 @@ fn is_placeholder(value: &[u8]) -> bool {
         return true;
     }
     const WORDS: &[&[u8]] = &[
-        b"password", b"required", b"optional", b"redacted", b"undefined", b"placeholder",
-        b"string", b"boolean", b"null", b"none", b"true", b"false", b"secret", b"example",
-        b"your_password", b"your-password", b"xxxxxx", b"******", b"changeit", b"environment",
+        b"password",
+        b"required",
+        b"optional",
+        b"redacted",
+        b"undefined",
+        b"placeholder",
+        b"string",
+        b"boolean",
+        b"null",
+        b"none",
+        b"true",
+        b"false",
+        b"secret",
+        b"example",
+        b"your_password",
+        b"your-password",
+        b"xxxxxx",
+        b"******",
+        b"changeit",
+        b"environment",
     ];
-    if WORDS.iter().any(|w| lower.as_slice() == *w) {
+    if WORDS.contains(&lower.as_slice()) {
         return true;
     }
     // A dotted identifier (`self.password`, `config.api_key`) is code, not a value.
@@ -805,11 +825,15 @@ mod tests {
         assert!(base58check(b"1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2"));
         assert!(base58check(b"3J98t1WpEZ73CNmQviecrnyiWrnqRhWNLy"));
         assert!(!base58check(b"1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN3"));
-        assert!(bech32_address(b"bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4"));
+        assert!(bech32_address(
+            b"bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4"
+        ));
         assert!(bech32_address(
             b"bc1p5d7rjq7g6rdk2yhzks9smlaqtedr4dekq08ge8ztwac72sfr9rusxg3297"
         ));
-        assert!(!bech32_address(b"bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t5"));
+        assert!(!bech32_address(
+            b"bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t5"
+        ));
     }
 
     #[test]
