@@ -460,3 +460,11 @@ fn arbitrary_text_never_panics_and_findings_are_on_char_boundaries() {
         }
     }
 }
+
+#[test]
+fn dates_and_times_are_skipped_but_do_not_hide_what_follows() {
+    let text = "2024-01-15T10:23:45.123+02:00 call 415-555-2671 at 10:30 from 192.168.0.1, \
+                2024-01-15 10:23:45 ssn 123-45-6789";
+    let got: Vec<String> = found(text).into_iter().map(|(e, _, _)| e).collect();
+    assert_eq!(got, ["PHONE_NUMBER", "IP_ADDRESS", "US_SSN"]);
+}

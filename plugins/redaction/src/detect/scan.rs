@@ -119,6 +119,78 @@ fn chain_head(h: &[u8], s: usize) -> usize {
     head
 }
 
+/// `n` ASCII digits at `at`.
+fn digits_at(h: &[u8], at: usize, n: usize) -> bool {
+    h.get(at..at + n)
+        .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+}
+
+/// The end of an ISO date (`2024-01-15`), a time (`10:23`, `10:23:45.123`), or both
+/// (`2024-01-15T10:23:45Z`, `2024-01-15 10:23:45+02:00`) at `s`, if one is there.
+fn date_time(h: &[u8], s: usize) -> Option<usize> {
+    let mut end = s;
+    let date = digits_at(h, s, 4)
+        && h.get(s + 4) == Some(&b'-')
+        && digits_at(h, s + 5, 2)
+        && h.get(s + 7) == Some(&b'-')
+        && digits_at(h, s + 8, 2);
+    if date {
+        end = s + 10;
+        if matches!(h.get(end), Some(b'T' | b' ')) && digits_at(h, end + 1, 2) {
+            end += 1;
+        } else {
+            return boundary(h, end).then_some(end);
+        }
+    }
+    // hh:mm[:ss][.fff][Z|±hh:mm]
+    let hour = if digits_at(h, end, 2) {
+        2
+    } else if digits_at(h, end, 1) && !date {
+        1
+    } else {
+        return date.then(|| end - 1);
+    };
+    if h.get(end + hour) != Some(&b':') || !digits_at(h, end + hour + 1, 2) {
+        return date.then(|| end - 1);
+    }
+    end += hour + 3;
+    if h.get(end) == Some(&b':') && digits_at(h, end + 1, 2) {
+        end += 3;
+    }
+    if h.get(end) == Some(&b'.') && digits_at(h, end + 1, 1) {
+        end += 1;
+        while end < h.len() && h[end].is_ascii_digit() {
+            end += 1;
+        }
+    }
+    if h.get(end) == Some(&b'Z') {
+        end += 1;
+    } else if matches!(h.get(end), Some(b'+' | b'-')) && digits_at(h, end + 1, 2) {
+        end += 3;
+        if h.get(end) == Some(&b':') && digits_at(h, end + 1, 2) {
+            end += 3;
+        } else if digits_at(h, end, 2) {
+            end += 2;
+        }
+    }
+    (boundary(h, end) && h.get(end) != Some(&b':')).then_some(end)
+}
+
+/// The end of the longest card-shaped number in `g`, if there is one.
+fn card_shape_end(h: &[u8], g: &Groups) -> Option<usize> {
+    (0..g.len).rev().find_map(|k| {
+        let sep = g.seps_in(k, b" -") && boundary(h, g.end[k]);
+        let shape = match k {
+            0 => (13..=19).contains(&g.size(0)),
+            2 => g.sizes_are(&[4, 6]) && (4..=5).contains(&g.size(2)),
+            3 => g.sizes_are(&[4, 4, 4]) && (1..=7).contains(&g.size(3)),
+            4 => g.sizes_are(&[4, 4, 4, 4]) && (1..=3).contains(&g.size(4)),
+            _ => false,
+        };
+        (sep && shape).then_some(g.end[k])
+    })
+}
+
 /// Digit groups separated by single separators: `4111 1111`, `123-45-6789`, `10.0.0.1`.
 struct Groups {
     start: [usize; 9],
@@ -274,24 +346,10 @@ impl Scanner {
             if i >= n {
                 break;
             }
-            let b = h[i];
-            let (found, next) = if is_digit(b) {
-                if i > 0 && is_word(h[i - 1]) {
-                    self.digit_in_word(h, i)
-                } else {
-                    self.numeric(h, i)
-                }
-            } else {
-                let found = match b {
-                    b'@' => self.email(h, i),
-                    b':' | b'=' => self.at_separator(h, i),
-                    b'+' => self.phone_international(h, i),
-                    _ => self.phone_parenthesized(h, i),
-                };
-                (found, i + 1)
-            };
+            let (found, next) = self.at_stop(h, i);
             match found {
-                Some(mut finding) => {
+                Some(finding) => {
+                    let mut finding = *finding;
                     finding.start = finding.start.max(floor);
                     i = finding.end.max(i + 1);
                     if finding.start < finding.end {
@@ -302,6 +360,29 @@ impl Scanner {
                 None => i = next.max(i + 1),
             }
         }
+    }
+
+    /// The rules that can start at stop byte `i`: a finding (boxed: the common answer is
+    /// none, and a small return value keeps the scan loop fast) and where to go on.
+    #[inline(never)]
+    fn at_stop(&self, h: &[u8], i: usize) -> (Option<Box<Finding>>, usize) {
+        let b = h[i];
+        let (found, next) = if is_digit(b) {
+            if i > 0 && is_word(h[i - 1]) {
+                self.digit_in_word(h, i)
+            } else {
+                self.numeric(h, i)
+            }
+        } else {
+            let found = match b {
+                b'@' => self.email(h, i),
+                b':' | b'=' => self.at_separator(h, i),
+                b'+' => self.phone_international(h, i),
+                _ => self.phone_parenthesized(h, i),
+            };
+            (found, i + 1)
+        };
+        (found.map(Box::new), next)
     }
 
     /// Validates a candidate of rule `id` and makes it a finding.
@@ -345,7 +426,7 @@ impl Scanner {
     /// The first digit of a word that starts with a letter: an IBAN (`DE89...`) or a segwit
     /// address (`bc1...`) starts two bytes earlier; a MAC or IPv6 address starting with a hex
     /// letter (`fe80::1`, `aa:bb:c1:...`) starts at the head of its chain of hex groups.
-    #[inline(never)]
+    #[inline]
     fn digit_in_word(&self, h: &[u8], i: usize) -> (Option<Finding>, usize) {
         let mut end = i + 1;
         while end < h.len() && is_word(h[end]) {
@@ -536,7 +617,6 @@ impl Scanner {
     }
 
     /// Numbers at a word start: IPv4, cards, SSNs, phones, Bitcoin.
-    #[inline(never)]
     fn numeric(&self, h: &[u8], s: usize) -> (Option<Finding>, usize) {
         if s >= 2 && matches!(h[s - 1], b':' | b'-' | b'.') && h[s - 2].is_ascii_hexdigit() {
             // Inside a chain of hex groups that starts with a letter (`AA-0D-...`).
@@ -581,6 +661,11 @@ impl Scanner {
                 if let Some(f) = self.hex_colon(h, s) {
                     return (Some(f), j);
                 }
+                // Dates and times (`2024-01-15T10:23:45.123Z`, `10:23:45`) hold no entity:
+                // skip them whole instead of stopping at each of their numbers.
+                if let Some(end) = date_time(h, s) {
+                    return (None, end);
+                }
             }
             _ => {}
         }
@@ -596,31 +681,15 @@ impl Scanner {
         if !grouped && j - s < 9 {
             return (None, j);
         }
-        let found = self.numeric_shapes(h, s);
+        let g = Groups::parse(h, s);
+        let found = self.numeric_shapes(h, s, &g);
         if found.is_some() {
             return (found, j);
         }
-        (None, self.card_shape_end(h, s).unwrap_or(j))
+        (None, card_shape_end(h, &g).unwrap_or(j))
     }
 
-    /// The end of the longest card-shaped number at `s`, if there is one.
-    fn card_shape_end(&self, h: &[u8], s: usize) -> Option<usize> {
-        let g = Groups::parse(h, s);
-        (0..g.len).rev().find_map(|k| {
-            let sep = g.seps_in(k, b" -") && boundary(h, g.end[k]);
-            let shape = match k {
-                0 => (13..=19).contains(&g.size(0)),
-                2 => g.sizes_are(&[4, 6]) && (4..=5).contains(&g.size(2)),
-                3 => g.sizes_are(&[4, 4, 4]) && (1..=7).contains(&g.size(3)),
-                4 => g.sizes_are(&[4, 4, 4, 4]) && (1..=3).contains(&g.size(4)),
-                _ => false,
-            };
-            (sep && shape).then_some(g.end[k])
-        })
-    }
-
-    fn numeric_shapes(&self, h: &[u8], s: usize) -> Option<Finding> {
-        let g = Groups::parse(h, s);
+    fn numeric_shapes(&self, h: &[u8], s: usize, g: &Groups) -> Option<Finding> {
         // IPv4: four dotted groups of 1 to 3 digits.
         if g.len >= 4
             && g.seps_in(3, b".")
@@ -680,7 +749,7 @@ impl Scanner {
         }
         // National numbers with a trunk 0.
         if h[s] == b'0' && h.get(s + 1).is_some_and(|b| (b'1'..=b'9').contains(b)) {
-            return self.phone_national(h, s, &g);
+            return self.phone_national(h, s, g);
         }
         None
     }
@@ -726,7 +795,6 @@ impl Scanner {
     }
 
     /// `+` and a country code: `+44 20 7946 0958`, `+1 (415) 555-0100`, `+33 (0)1 23 45 67 89`.
-    #[inline(never)]
     fn phone_international(&self, h: &[u8], s: usize) -> Option<Finding> {
         if !self.on(Id::PhoneIntl) || !h.get(s + 1).copied().is_some_and(is_digit) {
             return None;
@@ -770,7 +838,6 @@ impl Scanner {
     }
 
     /// `(415) 555-0100`.
-    #[inline(never)]
     fn phone_parenthesized(&self, h: &[u8], s: usize) -> Option<Finding> {
         let b = h.get(s..s + 5)?;
         let area = b[1..4].iter().all(|&d| is_digit(d)) && b[4] == b')';
@@ -791,7 +858,6 @@ impl Scanner {
     }
 
     /// `@`: the domain to the right; the validator finds the local part to the left.
-    #[inline(never)]
     fn email(&self, h: &[u8], at: usize) -> Option<Finding> {
         if !self.on(Id::Email) || at == 0 || !is_word(h[at - 1]) && h[at - 1] != b'-' {
             return None;
@@ -820,7 +886,6 @@ impl Scanner {
     }
 
     /// `:` or `=`: a keyword secret before it, credentials after `://`, or `::` of IPv6.
-    #[inline(never)]
     fn at_separator(&self, h: &[u8], i: usize) -> Option<Finding> {
         if h[i] == b':' {
             if starts(h, i + 1, b"//") {
