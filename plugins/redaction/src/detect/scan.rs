@@ -12,8 +12,9 @@
 //! Numeric shapes are matched by hand; rules with a literal prefix run their regex anchored at
 //! the prefix (rare, so cheap). Every candidate then goes through its rule's validator.
 
-use regex_automata::Input;
+use aho_corasick::{AhoCorasick, MatchKind};
 use regex_automata::meta::Regex;
+use regex_automata::{Anchored, Input, PatternID};
 
 use super::Finding;
 use super::builtin::{Id, RULES, Rule};
@@ -262,10 +263,48 @@ pub(crate) const LITERAL_RULES: [Id; 12] = [
     Id::Bearer,
 ];
 
-/// The built-in rules, the regex of the enabled literal-prefixed ones (pattern `i` is rule
-/// `literal_ids[i]`) and which rules are enabled.
+/// The literal prefixes of the literal-prefixed rules, longest first where one extends
+/// another, each with its rule.
+const PREFIXES: &[(&str, Id)] = &[
+    ("-----BEGIN ", Id::PrivateKey),
+    ("eyJ", Id::Jwt),
+    ("AKIA", Id::AwsAccessKey),
+    ("ASIA", Id::AwsAccessKey),
+    ("ABIA", Id::AwsAccessKey),
+    ("ACCA", Id::AwsAccessKey),
+    ("AGPA", Id::AwsAccessKey),
+    ("AIDA", Id::AwsAccessKey),
+    ("AIPA", Id::AwsAccessKey),
+    ("ANPA", Id::AwsAccessKey),
+    ("ANVA", Id::AwsAccessKey),
+    ("APKA", Id::AwsAccessKey),
+    ("AROA", Id::AwsAccessKey),
+    ("ASCA", Id::AwsAccessKey),
+    ("ghp_", Id::GithubClassic),
+    ("gho_", Id::GithubClassic),
+    ("ghu_", Id::GithubClassic),
+    ("ghs_", Id::GithubClassic),
+    ("ghr_", Id::GithubClassic),
+    ("github_pat_", Id::GithubPat),
+    ("sk-ant-", Id::Anthropic),
+    ("sk-", Id::OpenAi),
+    ("xox", Id::Slack),
+    ("https://hooks.slack.com/", Id::SlackWebhook),
+    ("sk_live_", Id::Stripe),
+    ("sk_test_", Id::Stripe),
+    ("rk_live_", Id::Stripe),
+    ("rk_test_", Id::Stripe),
+    ("AIza", Id::Google),
+    ("Bearer", Id::Bearer),
+    ("bearer", Id::Bearer),
+];
+
+/// The built-in rules; an Aho-Corasick automaton over the literal prefixes and the regex of
+/// the enabled literal-prefixed rules (pattern `i` is rule `literal_ids[i]`), run anchored at
+/// each prefix found; and which rules are enabled.
 pub(crate) struct Scanner {
     rules: Vec<Rule>,
+    prefixes: Option<AhoCorasick>,
     literals: Option<Regex>,
     literal_ids: Vec<Id>,
     enabled: [bool; RULES],
@@ -278,8 +317,13 @@ impl Scanner {
         literal_ids: Vec<Id>,
         enabled: [bool; RULES],
     ) -> Scanner {
+        let prefixes = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(PREFIXES.iter().map(|(prefix, _)| prefix))
+            .ok();
         Scanner {
             rules,
+            prefixes,
             literals,
             literal_ids,
             enabled,
@@ -314,18 +358,23 @@ impl Scanner {
 
     /// Findings of the literal-prefixed rules: one prefiltered search.
     fn literals(&self, h: &[u8], from: usize, out: &mut Vec<Finding>) {
-        let Some(regex) = &self.literals else {
+        let (Some(prefixes), Some(_)) = (&self.prefixes, &self.literals) else {
             return;
         };
         let mut at = from;
         while at < h.len() {
-            let Some(m) = regex.search(&Input::new(h).range(at..)) else {
+            let Some(m) = prefixes.find(aho_corasick::Input::new(h).range(at..)) else {
                 break;
             };
-            let found = self
-                .literal_ids
-                .get(m.pattern().as_usize())
-                .and_then(|&id| self.accept(id, h, m.start(), m.end()));
+            let Some(&(_, id)) = PREFIXES.get(m.pattern().as_usize()) else {
+                break;
+            };
+            let found = self.literal_at(id, h, m.start()).or_else(|| {
+                // `sk-ant-...` that is not an Anthropic key may still be an OpenAI one.
+                (id == Id::Anthropic)
+                    .then(|| self.literal_at(Id::OpenAi, h, m.start()))
+                    .flatten()
+            });
             match found {
                 Some(finding) => {
                     at = finding.end.max(m.start() + 1);
@@ -334,6 +383,17 @@ impl Scanner {
                 None => at = m.start() + 1,
             }
         }
+    }
+
+    /// Rule `id`'s regex, anchored at `at`, then its validator.
+    fn literal_at(&self, id: Id, h: &[u8], at: usize) -> Option<Finding> {
+        let regex = self.literals.as_ref()?;
+        let index = self.literal_ids.iter().position(|&l| l == id)?;
+        let input = Input::new(h)
+            .range(at..)
+            .anchored(Anchored::Pattern(PatternID::new(index).ok()?));
+        let m = regex.search(&input)?;
+        self.accept(id, h, m.start(), m.end())
     }
 
     /// Findings of the structural rules: the byte loop.
