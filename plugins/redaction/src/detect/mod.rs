@@ -1,33 +1,36 @@
-//! Detection: the built-in and custom detectors, compiled into one multi-pattern automaton
-//! that finds every entity in a single pass over the text.
+//! Detection: the built-in and custom detectors and the engine that runs them.
 //!
 //! # Engine
 //!
-//! Every detector is a regex (ASCII-only for the built-ins) plus a validator. All of them,
-//! built-in, custom and deny-list, are compiled into one `regex-automata` meta regex with one
-//! pattern per rule. A scan is a loop of leftmost-first searches over the text: the lazy DFA
-//! walks the text once, and each match is handed to its rule's validator (Luhn, mod 97,
-//! base58check, bech32, SSN ranges, octet ranges, entropy, ...), which accepts it, narrows it
-//! or rejects it.
+//! Built-in detectors (`builtin.rs`) each have a reference regex and a validator. They are
+//! found in one forward pass over the text (`scan.rs`): a loop that skips, eight bytes at a
+//! time where it can, every byte that cannot start an entity and stops only at digits and at
+//! `@ : = + (`, where it tries by hand just the shapes that can start there (numbers with
+//! their groupings, hex chains, dates and times that it skips whole, an email's domain, a
+//! keyword before a separator, ...). Detectors with a literal prefix (`eyJ`, `AKIA`, `ghp_`,
+//! `sk-`, `xox`, `AIza`, `Bearer`, `-----BEGIN`, ...) are found by an Aho-Corasick search for
+//! those prefixes, each hit confirmed by the rule's regex anchored there. Validators (Luhn,
+//! mod 97, checksums, ranges, entropy) then accept, narrow or reject each candidate. Custom
+//! detectors and deny-lists are compiled into one multi-pattern regex, searched once.
 //!
 //! # Overlap rule
 //!
 //! Findings never overlap. Among candidate matches:
 //! 1. the leftmost start wins;
-//! 2. at the same start, the rule first in priority order wins: deny-list entries, then custom
-//!    detectors in the order they were added, then the built-ins in table order (private keys,
-//!    JWTs, URLs with credentials, API keys, keyword secrets, emails, IBANs, Bitcoin, MACs,
-//!    IPs, cards, SSNs, phones);
-//! 3. a match its validator rejects gives way to the other numeric rules matching at the same
-//!    start (a number that fails Luhn may still be a phone number); if none validates, the scan
-//!    resumes one byte after the rejected start, so an entity inside a rejected look-alike is
-//!    still found (word boundaries keep that from matching inside words);
-//! 4. the next search starts where the accepted finding ends;
+//! 2. at the same start, custom detectors (deny-lists first, then regexes in the order they
+//!    were added) win over built-ins, and among built-ins the table order of [`Entity::BUILTIN`]
+//!    decides (private keys, JWTs, URLs, API keys, secrets, emails, IBANs, Bitcoin, MACs, IPs,
+//!    cards, SSNs, phones);
+//! 3. a candidate its validator rejects gives way to the next shape that can start at the
+//!    same place (a number failing Luhn may still be a phone number); a rejected card- or
+//!    IBAN-shaped number is skipped whole, so the numbers inside it are not reported as
+//!    phone numbers;
+//! 4. the scan goes on where an accepted finding ends;
 //! 5. a keyword secret (`password: ...`, `Bearer ...`) is narrowed to its value, and when a
 //!    specific detector matches the whole value (an AWS key after `api_key=`), the finding
 //!    takes that detector's entity: specific beats generic.
 //!
-//! Values on the allow-list are skipped (the scan resumes after them).
+//! Values on the allow-list are dropped from the findings.
 
 mod builtin;
 pub(crate) mod digest;
