@@ -12,4 +12,5 @@
 
 pub mod kernel;
 pub mod model;
+pub mod store;
 pub mod tool;
