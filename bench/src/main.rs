@@ -7,6 +7,7 @@ mod alloc;
 mod dispatch;
 mod kernel;
 mod measure;
+mod store;
 
 use std::process::ExitCode;
 
@@ -26,6 +27,11 @@ const SUITES: &[Suite] = &[
         "kernel",
         "harness overhead of a single-tool run on the scripted model",
         kernel::run,
+    ),
+    (
+        "store",
+        "SQLite store: appends per second (single, concurrent, batched), resume of 10k messages",
+        store::run,
     ),
 ];
 
