@@ -1,37 +1,5 @@
-//! [`SqliteStore`]: the embedded, durable [`Store`], on one SQLite file in WAL mode.
-//!
-//! # Writes: one writer, group commit
-//! Every [`Store::write`] is sent over a channel to one writer thread that owns the only
-//! write connection. The writer takes the first batch waiting, drains whatever else is
-//! queued behind it (up to [`MAX_GROUP`] batches) and commits them all in ONE transaction,
-//! then answers each caller. Inside that transaction each batch runs in its own savepoint:
-//! a batch whose op fails is rolled back to its savepoint and fails alone, the others
-//! commit. A caller is answered only after the commit, so an acknowledged write is on disk.
-//!
-//! # Durability
-//! The file is in WAL mode with `synchronous=NORMAL` by default ([`Durability::Process`]):
-//! a commit is a `write()` of the WAL frames into the operating system, without `fsync`.
-//! What a caller was told is written survives the process being killed (even with
-//! `SIGKILL`), because the kernel holds the data; a power loss or kernel crash can lose the
-//! last commits, never the database's consistency. [`Durability::PowerLoss`] uses
-//! `synchronous=FULL`: each group commit also `fsync`s the WAL, which costs one disk flush
-//! per group (shared by every batch in it).
-//!
-//! # Reads
-//! Reads run on separate read-only connections (WAL lets them read while the writer
-//! writes), kept in a small pool and used from `tokio::task::spawn_blocking`. A read sees
-//! every write acknowledged before it started.
-//!
-//! # Schema
-//! Tables `threads`, `messages`, `records`, and `harness_schema` (one row per applied
-//! migration). A message's `seq` is its `INTEGER PRIMARY KEY`: SQLite gives each new row one
-//! more than the largest in the table, so `seq` grows with every append and a thread's
-//! messages read back in append order. (`AUTOINCREMENT` would also forbid reusing the numbers
-//! of deleted rows, which order does not need, at the cost of one more page per commit.) Migrations run in order, in one
-//! transaction, when the file is opened. The file's `application_id` marks it as a harness
-//! store. A file that is not SQLite, is damaged, or holds another application's tables gives
-//! [`StoreError::Corrupt`] naming the file, and is left untouched; a file from a newer
-//! harness gives [`StoreError::TooNew`].
+//! [`SqliteStore`] and [`SqliteThreadLock`]: the embedded, durable store and its
+//! cross-process thread lock.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -99,7 +67,7 @@ const MIGRATIONS: &[&str] = &[
 /// The tables a usable store has, checked after migrating.
 const REQUIRED_TABLES: &[&str] = &["harness_schema", "threads", "messages", "records"];
 
-/// How hard a commit tries to survive a crash. See the [module docs](self).
+/// How hard a commit tries to survive a crash. See [`SqliteStore`], "Durability".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Durability {
@@ -156,10 +124,43 @@ impl SqliteOptions {
 }
 
 /// The embedded [`Store`]: one SQLite file in WAL mode, one writer thread with group
-/// commit, a pool of read connections. See the [module docs](self) for the design.
+/// commit, a pool of read connections.
 ///
 /// Clones share the file, the writer and the pool. When the last clone is dropped, the
 /// writer finishes what is queued and closes the file (the drop waits for it).
+///
+/// # Writes: one writer, group commit
+/// Every [`Store::write`] is sent over a channel to one writer thread that owns the only
+/// write connection. The writer takes the first batch waiting, drains whatever else is
+/// queued behind it (up to [`MAX_GROUP`] batches) and commits them all in ONE transaction,
+/// then answers each caller. Inside that transaction each batch runs in its own savepoint:
+/// a batch whose op fails is rolled back to its savepoint and fails alone, the others
+/// commit. A caller is answered only after the commit, so an acknowledged write is on disk.
+///
+/// # Durability
+/// The file is in WAL mode with `synchronous=NORMAL` by default ([`Durability::Process`]):
+/// a commit is a `write()` of the WAL frames into the operating system, without `fsync`.
+/// What a caller was told is written survives the process being killed (even with
+/// `SIGKILL`), because the kernel holds the data; a power loss or kernel crash can lose the
+/// last commits, never the database's consistency. [`Durability::PowerLoss`] uses
+/// `synchronous=FULL`: each group commit also `fsync`s the WAL, which costs one disk flush
+/// per group (shared by every batch in it).
+///
+/// # Reads
+/// Reads run on separate read-only connections (WAL lets them read while the writer
+/// writes), kept in a small pool and used from `tokio::task::spawn_blocking`. A read sees
+/// every write acknowledged before it started.
+///
+/// # Schema
+/// Tables `threads`, `messages`, `records`, and `harness_schema` (one row per applied
+/// migration). A message's `seq` is its `INTEGER PRIMARY KEY`: SQLite gives each new row one
+/// more than the largest in the table, so `seq` grows with every append and a thread's
+/// messages read back in append order. (`AUTOINCREMENT` would also forbid reusing the numbers
+/// of deleted rows, which order does not need, at the cost of one more page per commit.)
+/// Migrations run in order, in one transaction, when the file is opened. The file's
+/// `application_id` marks it as a harness store. A file that is not SQLite, is damaged, or holds another application's tables gives
+/// [`StoreError::Corrupt`] naming the file, and is left untouched; a file from a newer
+/// harness gives [`StoreError::TooNew`].
 ///
 /// ```no_run
 /// # fn main() -> Result<(), harness_core::store::StoreError> {
