@@ -9,6 +9,7 @@ mod events;
 mod kernel;
 mod measure;
 mod redaction;
+mod store;
 
 use std::process::ExitCode;
 
@@ -38,6 +39,11 @@ const SUITES: &[Suite] = &[
         "redaction",
         "MB/s redacting 1 MB of mixed tool output, against one RegexSet pass",
         redaction::run,
+    ),
+    (
+        "store",
+        "SQLite store: appends per second (single, concurrent, batched), resume of 10k messages",
+        store::run,
     ),
 ];
 

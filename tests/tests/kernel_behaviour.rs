@@ -274,10 +274,10 @@ async fn aborting_while_a_tool_runs_ends_aborted_with_every_call_answered() {
     let abort = CancellationToken::new();
     let trigger = abort.clone();
     let observer = move |event: harness_core::kernel::KernelEvent<'_>| {
-        if let harness_core::kernel::KernelEvent::ToolStarted { call } = event {
-            if call.name == "hang" {
-                trigger.cancel();
-            }
+        if let harness_core::kernel::KernelEvent::ToolStarted { call } = event
+            && call.name == "hang"
+        {
+            trigger.cancel();
         }
     };
     let result = kernel(&model, &calls)

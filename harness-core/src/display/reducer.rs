@@ -119,10 +119,10 @@ pub fn reduce_with_clock(state: &mut DisplayState, event: &HarnessEvent, now: &d
         HarnessEvent::ToolInputEnd { tool_call_id } => {
             let buffer = state.tool_input_buffers.remove(tool_call_id);
             let tool = state.active_tools.get_mut(tool_call_id);
-            if let (Some(buffer), Some(tool)) = (buffer, tool) {
-                if let Ok(args) = serde_json::from_str::<Value>(&buffer) {
-                    tool.args = args;
-                }
+            if let (Some(buffer), Some(tool)) = (buffer, tool)
+                && let Ok(args) = serde_json::from_str::<Value>(&buffer)
+            {
+                tool.args = args;
             }
         }
         HarnessEvent::ToolStart {

@@ -222,16 +222,17 @@ fn heal_arguments(arguments: &mut Value, tool: &RegisteredTool, steps: &mut Vec<
         })
         .unwrap_or_default();
 
-    if !arguments.is_object() && properties.len() == 1 {
-        if let Some(only) = properties.keys().next() {
-            steps.push(HealingStep {
-                kind: HealingKind::RemapMissingParameter,
-                detail: format!("wrapped the bare value as `{only}`"),
-            });
-            let mut wrapped = Map::new();
-            wrapped.insert(only.clone(), arguments.take());
-            *arguments = Value::Object(wrapped);
-        }
+    if !arguments.is_object()
+        && properties.len() == 1
+        && let Some(only) = properties.keys().next()
+    {
+        steps.push(HealingStep {
+            kind: HealingKind::RemapMissingParameter,
+            detail: format!("wrapped the bare value as `{only}`"),
+        });
+        let mut wrapped = Map::new();
+        wrapped.insert(only.clone(), arguments.take());
+        *arguments = Value::Object(wrapped);
     }
     let Value::Object(args) = arguments else {
         return;

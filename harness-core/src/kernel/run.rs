@@ -255,10 +255,10 @@ impl<'k> Run<'k> {
     }
 
     fn category_of(&self, tool_name: &str) -> Option<ToolCategory> {
-        if let Some(resolve) = &self.config.category_resolver {
-            if let Some(category) = resolve(tool_name) {
-                return Some(category);
-            }
+        if let Some(resolve) = &self.config.category_resolver
+            && let Some(category) = resolve(tool_name)
+        {
+            return Some(category);
         }
         self.tools.get(tool_name).map(|t| t.tool.category())
     }
@@ -413,14 +413,13 @@ impl<'k> Run<'k> {
                 return StepFlow::End(end);
             }
             self.observe_loops(&text, &calls).await;
-            if let Some(stop) = &self.config.stop_when {
-                if stop(&self.state)
-                    && self
-                        .terminate(TerminateReason::StopWhen, self.last_assistant_text())
-                        .await
-                {
-                    return StepFlow::End(End::complete(self.last_assistant_text()));
-                }
+            if let Some(stop) = &self.config.stop_when
+                && stop(&self.state)
+                && self
+                    .terminate(TerminateReason::StopWhen, self.last_assistant_text())
+                    .await
+            {
+                return StepFlow::End(End::complete(self.last_assistant_text()));
             }
             return StepFlow::Continue;
         }
@@ -1129,26 +1128,24 @@ impl<'k> Run<'k> {
             }
         }
 
-        if let Some(verifier) = self.config.verifier.clone() {
-            if self.nudges.verifier < self.config.max_nudges {
-                if let Verdict::Reject(reason) = verifier.verify(&answer, &self.state).await {
-                    self.nudges.verifier += 1;
-                    self.failure(FailureReason::VerifierRejection, reason.clone())
-                        .await;
-                    match self.after_failure().await {
-                        Decision::End(end) => return StepFlow::End(end),
-                        Decision::Switched | Decision::Escalated => return StepFlow::Continue,
-                        Decision::Continue => {}
-                    }
-                    let text =
-                        format!("Your answer was rejected: {reason}. Fix it and answer again.");
-                    if self
-                        .nudge::<NudgeVerifierRetry>(text, "verifier-rejection", Severity::Warn)
-                        .await
-                    {
-                        return StepFlow::Continue;
-                    }
-                }
+        if let Some(verifier) = self.config.verifier.clone()
+            && self.nudges.verifier < self.config.max_nudges
+            && let Verdict::Reject(reason) = verifier.verify(&answer, &self.state).await
+        {
+            self.nudges.verifier += 1;
+            self.failure(FailureReason::VerifierRejection, reason.clone())
+                .await;
+            match self.after_failure().await {
+                Decision::End(end) => return StepFlow::End(end),
+                Decision::Switched | Decision::Escalated => return StepFlow::Continue,
+                Decision::Continue => {}
+            }
+            let text = format!("Your answer was rejected: {reason}. Fix it and answer again.");
+            if self
+                .nudge::<NudgeVerifierRetry>(text, "verifier-rejection", Severity::Warn)
+                .await
+            {
+                return StepFlow::Continue;
             }
         }
 

@@ -178,14 +178,14 @@ fn messages(conversation: &[KernelMessage]) -> Vec<Value> {
                 let mut blocks = Vec::with_capacity(2 + tool_calls.len());
                 // Only signed thinking can go back; unsigned reasoning (from another
                 // provider) would be rejected.
-                if let Some(thinking) = thinking {
-                    if let Some(signature) = &thinking.signature {
-                        blocks.push(json!({
-                            "type": "thinking",
-                            "thinking": thinking.text,
-                            "signature": signature,
-                        }));
-                    }
+                if let Some(thinking) = thinking
+                    && let Some(signature) = &thinking.signature
+                {
+                    blocks.push(json!({
+                        "type": "thinking",
+                        "thinking": thinking.text,
+                        "signature": signature,
+                    }));
                 }
                 blocks.extend(text_block(content));
                 for call in tool_calls {

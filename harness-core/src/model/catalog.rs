@@ -294,10 +294,10 @@ impl ModelCatalog {
     pub fn list_available_models(&self) -> Arc<[AvailableModel]> {
         let now = (self.clock)();
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((at, models)) = cache.as_ref() {
-            if now.saturating_duration_since(*at) < self.ttl {
-                return Arc::clone(models);
-            }
+        if let Some((at, models)) = cache.as_ref()
+            && now.saturating_duration_since(*at) < self.ttl
+        {
+            return Arc::clone(models);
         }
         let models: Arc<[AvailableModel]> = self
             .providers

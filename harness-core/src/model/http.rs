@@ -536,10 +536,10 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
             .and_then(|value| value.to_str().ok())
             .map(str::trim)
     };
-    if let Some(ms) = header("retry-after-ms").and_then(|ms| ms.parse::<f64>().ok()) {
-        if let Ok(wait) = Duration::try_from_secs_f64(ms / 1000.0) {
-            return Some(wait);
-        }
+    if let Some(ms) = header("retry-after-ms").and_then(|ms| ms.parse::<f64>().ok())
+        && let Ok(wait) = Duration::try_from_secs_f64(ms / 1000.0)
+    {
+        return Some(wait);
     }
     let value = header("retry-after")?;
     if let Ok(seconds) = value.parse::<f64>() {
@@ -677,10 +677,11 @@ pub(crate) fn decode_sse<D: SseDecoder>(
                     if let Some(last) = state.parser.finish() {
                         state.decode(vec![last]);
                     }
-                    if state.failure.is_none() && !state.complete {
-                        if let Err(error) = state.decoder.end_of_body(&mut state.ready) {
-                            state.failure = Some(error);
-                        }
+                    if state.failure.is_none()
+                        && !state.complete
+                        && let Err(error) = state.decoder.end_of_body(&mut state.ready)
+                    {
+                        state.failure = Some(error);
                     }
                 }
             }

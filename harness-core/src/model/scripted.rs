@@ -202,10 +202,10 @@ impl ScriptState {
     }
 
     fn next_turn(&mut self) -> Option<Scripted> {
-        if self.queue.is_empty() {
-            if let Some(cycle) = &self.cycle {
-                self.queue.extend(cycle.iter().cloned());
-            }
+        if self.queue.is_empty()
+            && let Some(cycle) = &self.cycle
+        {
+            self.queue.extend(cycle.iter().cloned());
         }
         self.queue.pop_front()
     }

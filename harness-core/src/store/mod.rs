@@ -2,7 +2,68 @@
 //! behind the [`Store`] trait; and the [`ThreadLock`] that keeps two harnesses off one thread.
 //!
 //! Every write goes through [`Store::write`], a batch of [`WriteOp`]s applied atomically, so a
-//! change that spans rows (a clone, a delete with its records) is all or nothing.
+//! change that spans rows (a clone, a delete with its records) is all or nothing. A batch is
+//! durable when `write` returns.
+//!
+//! # Implementations
+//! - [`MemoryStore`] and [`MemoryThreadLock`]: in memory, for tests and throwaway harnesses.
+//! - [`SqliteStore`] (feature `sqlite`, on by default): one SQLite file in WAL mode, written by
+//!   one writer thread that commits whatever is queued in one transaction (group commit), read
+//!   through a pool of read connections. Acknowledged writes survive the process being killed.
+//!   A file that is not a harness store gives [`StoreError::Corrupt`] naming it.
+//! - [`SqliteThreadLock`] (feature `sqlite`): one operating-system file lock per thread in
+//!   `<db>.locks/`, so two processes cannot own one thread, and a lock left by a process that
+//!   died is released by the operating system.
+//!
+//! Both traits are object safe and async, so that a networked store (Postgres, with advisory
+//! locks) can come later behind the same interfaces.
+//!
+//! # Semantics every store follows
+//! - A batch applies in order and stops at the first failing op; a failed batch leaves
+//!   nothing behind.
+//! - Messages come back in the order they were appended; message ids are unique across threads.
+//! - Threads list most recently updated first; equal `updated_at`, most recently created first.
+//! - Deleting a thread deletes its messages and the records bound to it, not other records.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use harness_core::store::{MemoryStore, Store, StoredMessage, ThreadRecord, WriteOp};
+//! use harness_tags::KernelMessage;
+//!
+//! let store = MemoryStore::new();
+//! let thread = ThreadRecord {
+//!     id: "t1".into(),
+//!     resource_id: "my-project".into(),
+//!     title: Some("First".into()),
+//!     created_at: 1,
+//!     updated_at: 1,
+//!     metadata: Default::default(),
+//! };
+//! let message = StoredMessage {
+//!     id: "m1".into(),
+//!     thread_id: "t1".into(),
+//!     created_at: 2,
+//!     run_id: None,
+//!     message: KernelMessage::user("hello"),
+//! };
+//! store
+//!     .write(vec![
+//!         WriteOp::CreateThread(thread),
+//!         WriteOp::AppendMessages { thread_id: "t1".into(), messages: vec![message] },
+//!     ])
+//!     .await?;
+//! assert_eq!(store.messages("t1").await?.len(), 1);
+//! # Ok::<(), harness_core::store::StoreError>(())
+//! # }).unwrap();
+//! ```
+
+mod memory;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+pub use memory::{MemoryStore, MemoryThreadLock};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{Durability, MAX_GROUP, SqliteOptions, SqliteStore, SqliteThreadLock};
 
 use std::fmt;
 
@@ -51,22 +112,26 @@ pub struct StoredMessage {
 pub enum WriteOp {
     /// Creates a thread (fails if the id exists).
     CreateThread(ThreadRecord),
-    /// Replaces a thread's title, metadata and `updated_at` (fails if it does not exist).
+    /// Replaces a thread's title, metadata and `updated_at` (fails if it does not exist); its
+    /// resource and creation time stay.
     UpdateThread(ThreadRecord),
-    /// Deletes a thread with its messages and every plugin record keyed under it (see
-    /// [`WriteOp::PutRecord`]).
+    /// Deletes a thread with its messages and every plugin record bound to it (see
+    /// [`WriteOp::PutRecord`]); fails with [`StoreError::ThreadNotFound`] if it does not exist.
     DeleteThread {
         /// The thread.
         thread_id: String,
     },
-    /// Appends messages to a thread, in order (fails if the thread does not exist).
+    /// Appends messages to a thread, in order. Fails if the thread does not exist or a message
+    /// id is already used (in any thread). This `thread_id` is the one stored: a message's
+    /// own `thread_id` field is not consulted. The thread's `updated_at` is left as it is.
     AppendMessages {
         /// The thread.
         thread_id: String,
         /// The messages.
         messages: Vec<StoredMessage>,
     },
-    /// Stores a plugin record. A record whose `thread_id` is set is deleted with the thread.
+    /// Stores a plugin record, replacing one with the same namespace and key. A record whose
+    /// `thread_id` is set is deleted with the thread, and that thread must exist.
     PutRecord {
         /// The plugin's namespace, e.g. `om`.
         namespace: String,

@@ -578,11 +578,11 @@ fn redact_observation(
     };
     let mut out: Option<serde_json::Map<String, Value>> = None;
     for key in ["content", "metadata"] {
-        if let Some(value) = map.get(key) {
-            if let Some(new) = f.json(value, thread)? {
-                out.get_or_insert_with(|| map.clone())
-                    .insert(key.to_owned(), new);
-            }
+        if let Some(value) = map.get(key)
+            && let Some(new) = f.json(value, thread)?
+        {
+            out.get_or_insert_with(|| map.clone())
+                .insert(key.to_owned(), new);
         }
     }
     Ok(out.map(Value::Object))

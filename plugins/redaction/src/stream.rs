@@ -135,14 +135,12 @@ impl<'r> StreamRedactor<'r> {
                 }
             }
 
-            if !last {
-                if let Some(header) = pem_open(&self.pending) {
-                    let head = self.pending[..header].to_owned();
-                    self.emit(&mut out, &head, head.len())?;
-                    self.block = Some(self.pending.split_off(header));
-                    self.pending.clear();
-                    continue;
-                }
+            if !last && let Some(header) = pem_open(&self.pending) {
+                let head = self.pending[..header].to_owned();
+                self.emit(&mut out, &head, head.len())?;
+                self.block = Some(self.pending.split_off(header));
+                self.pending.clear();
+                continue;
             }
             let pending = std::mem::take(&mut self.pending);
             let hold = self.emit(&mut out, &pending, if last { pending.len() } else { 0 })?;

@@ -455,10 +455,10 @@ impl Scanner {
         if start >= end {
             return None;
         }
-        if rule.reclassify {
-            if let Some(specific) = self.specific(h, start, end) {
-                return Some(specific);
-            }
+        if rule.reclassify
+            && let Some(specific) = self.specific(h, start, end)
+        {
+            return Some(specific);
         }
         Some(self.finding(id, start, end))
     }
@@ -492,15 +492,14 @@ impl Scanner {
         while end < h.len() && is_word(h[end]) {
             end += 1;
         }
-        if let Some(s) = i.checked_sub(2) {
-            if (s == 0 || !is_word(h[s - 1]))
-                && h[s].is_ascii_uppercase()
-                && h[s + 1].is_ascii_uppercase()
-            {
-                let (found, skip) = self.iban(h, s);
-                if found.is_some() || skip > s {
-                    return (found, skip.max(end));
-                }
+        if let Some(s) = i.checked_sub(2)
+            && (s == 0 || !is_word(h[s - 1]))
+            && h[s].is_ascii_uppercase()
+            && h[s + 1].is_ascii_uppercase()
+        {
+            let (found, skip) = self.iban(h, s);
+            if found.is_some() || skip > s {
+                return (found, skip.max(end));
             }
         }
         (self.digit_in_word_at(h, i), end)
@@ -521,10 +520,10 @@ impl Scanner {
             // A hex word such as `fe80` in a chain of `hh:` / `hh-` / `hhhh.` groups.
             let head = chain_head(h, s);
             // (A chain whose head is a digit was tried at that digit.)
-            if !h[head].is_ascii_digit() {
-                if let Some(f) = self.hex_colon(h, head) {
-                    return Some(f);
-                }
+            if !h[head].is_ascii_digit()
+                && let Some(f) = self.hex_colon(h, head)
+            {
+                return Some(f);
             }
         }
         let s = i.checked_sub(2)?;
@@ -598,10 +597,10 @@ impl Scanner {
         let run = j - s;
         match h.get(j) {
             Some(b':') if (1..=4).contains(&run) => {
-                if run == 2 {
-                    if let Some(f) = self.mac(h, s, b':') {
-                        return Some(f);
-                    }
+                if run == 2
+                    && let Some(f) = self.mac(h, s, b':')
+                {
+                    return Some(f);
                 }
                 self.ipv6(h, s)
             }
@@ -681,11 +680,12 @@ impl Scanner {
         if s >= 2 && matches!(h[s - 1], b':' | b'-' | b'.') && h[s - 2].is_ascii_hexdigit() {
             // Inside a chain of hex groups that starts with a letter (`AA-0D-...`).
             let head = chain_head(h, s);
-            if head < s && !h[head].is_ascii_digit() {
-                if let Some(f) = self.hex_colon(h, head) {
-                    let end = f.end;
-                    return (Some(f), end);
-                }
+            if head < s
+                && !h[head].is_ascii_digit()
+                && let Some(f) = self.hex_colon(h, head)
+            {
+                let end = f.end;
+                return (Some(f), end);
             }
         }
         let mut j = s;
@@ -755,10 +755,9 @@ impl Scanner {
             && g.seps_in(3, b".")
             && (0..4).all(|i| (1..=3).contains(&g.size(i)))
             && boundary(h, g.end[3])
+            && let Some(f) = self.accept(Id::Ipv4, h, s, g.end[3])
         {
-            if let Some(f) = self.accept(Id::Ipv4, h, s, g.end[3]) {
-                return Some(f);
-            }
+            return Some(f);
         }
         // Cards: 13 to 19 digits in the usual groupings.
         if self.on(Id::Card) && g.digits(g.len - 1) >= 13 {
@@ -774,10 +773,8 @@ impl Scanner {
                     4 => g.sizes_are(&[4, 4, 4, 4]) && (1..=3).contains(&g.size(4)),
                     _ => false,
                 };
-                if shape {
-                    if let Some(f) = self.accept(Id::Card, h, s, g.end[k]) {
-                        return Some(f);
-                    }
+                if shape && let Some(f) = self.accept(Id::Card, h, s, g.end[k]) {
+                    return Some(f);
                 }
             }
         }
@@ -786,10 +783,9 @@ impl Scanner {
             && g.sep[0] == g.sep[1]
             && matches!(g.sep[0], b'-' | b' ')
             && boundary(h, g.end[2])
+            && let Some(f) = self.accept(Id::Ssn, h, s, g.end[2])
         {
-            if let Some(f) = self.accept(Id::Ssn, h, s, g.end[2]) {
-                return Some(f);
-            }
+            return Some(f);
         }
         // North American: 3-3-4, optionally after a leading 1.
         for (first, sizes) in [(0, [3, 3, 4]), (1, [3, 3, 4])] {
@@ -801,10 +797,12 @@ impl Scanner {
                 }
             };
             let last = first + 2;
-            if fits && g.seps_in(last, b" .-") && boundary(h, g.end[last]) {
-                if let Some(f) = self.accept(Id::PhoneUs, h, s, g.end[last]) {
-                    return Some(f);
-                }
+            if fits
+                && g.seps_in(last, b" .-")
+                && boundary(h, g.end[last])
+                && let Some(f) = self.accept(Id::PhoneUs, h, s, g.end[last])
+            {
+                return Some(f);
             }
         }
         // National numbers with a trunk 0.
@@ -819,10 +817,12 @@ impl Scanner {
             return None;
         }
         // France: 0X XX XX XX XX.
-        if g.sizes_are(&[2, 2, 2, 2, 2]) && g.seps_in(4, b" .-") && boundary(h, g.end[4]) {
-            if let Some(f) = self.accept(Id::PhoneNational, h, s, g.end[4]) {
-                return Some(f);
-            }
+        if g.sizes_are(&[2, 2, 2, 2, 2])
+            && g.seps_in(4, b" .-")
+            && boundary(h, g.end[4])
+            && let Some(f) = self.accept(Id::PhoneNational, h, s, g.end[4])
+        {
+            return Some(f);
         }
         for k in (0..g.len.min(3)).rev() {
             if !boundary(h, g.end[k]) {
@@ -845,10 +845,8 @@ impl Scanner {
                 }
                 _ => false,
             };
-            if shape {
-                if let Some(f) = self.accept(Id::PhoneNational, h, s, g.end[k]) {
-                    return Some(f);
-                }
+            if shape && let Some(f) = self.accept(Id::PhoneNational, h, s, g.end[k]) {
+                return Some(f);
             }
         }
         None
@@ -1096,10 +1094,10 @@ impl Scanner {
                 e
             }
         };
-        if self.on(Id::AwsSecret) {
-            if let Some(f) = self.aws_secret(h, kw_start, end) {
-                return Some(f);
-            }
+        if self.on(Id::AwsSecret)
+            && let Some(f) = self.aws_secret(h, kw_start, end)
+        {
+            return Some(f);
         }
         self.accept(Id::Secret, h, kw_start, end)
     }

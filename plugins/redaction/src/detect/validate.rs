@@ -79,7 +79,7 @@ pub(crate) fn luhn(bytes: &[u8]) -> bool {
         sum += digit;
         double = !double;
     }
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// The separators between digit groups are all the same (or absent).

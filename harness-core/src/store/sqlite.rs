@@ -1,0 +1,1269 @@
+//! [`SqliteStore`] and [`SqliteThreadLock`]: the embedded, durable store and its
+//! cross-process thread lock.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use harness_tags::KernelMessage;
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+
+use super::{
+    LockError, Record, Store, StoreError, StoredMessage, ThreadLock, ThreadRecord, WriteOp,
+};
+
+/// The most batches the writer commits in one transaction.
+pub const MAX_GROUP: usize = 1024;
+
+/// WAL pages between automatic checkpoints (SQLite's default is 1,000). A checkpoint copies
+/// the pages into the file and `fsync`s; appends rewrite the same few pages, so a longer
+/// WAL copies each of them once for more commits (about 10% more appends per second here).
+/// The WAL grows to about 40 MB between checkpoints; after a crash, the next open reads it.
+const CHECKPOINT_PAGES: u32 = 10_000;
+
+/// The file's `application_id`: "HRNS".
+const APPLICATION_ID: i64 = 0x4852_4E53;
+
+/// The migrations, in order: entry `i` brings the schema to version `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // v1: threads, messages, plugin records.
+    "CREATE TABLE threads (
+         id TEXT PRIMARY KEY NOT NULL,
+         resource_id TEXT NOT NULL,
+         title TEXT,
+         created_at INTEGER NOT NULL,
+         updated_at INTEGER NOT NULL,
+         metadata TEXT NOT NULL
+     );
+     CREATE INDEX threads_by_resource ON threads (resource_id, updated_at);
+     CREATE INDEX threads_by_updated ON threads (updated_at);
+     CREATE TABLE messages (
+         seq INTEGER PRIMARY KEY,
+         id TEXT NOT NULL UNIQUE,
+         thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+         created_at INTEGER NOT NULL,
+         run_id TEXT,
+         message TEXT NOT NULL
+     );
+     CREATE INDEX messages_by_thread ON messages (thread_id, seq);
+     CREATE TABLE records (
+         namespace TEXT NOT NULL,
+         key TEXT NOT NULL,
+         thread_id TEXT REFERENCES threads (id) ON DELETE CASCADE,
+         value TEXT NOT NULL,
+         PRIMARY KEY (namespace, key)
+     ) WITHOUT ROWID;
+     CREATE INDEX records_by_thread ON records (thread_id);",
+];
+
+/// The tables a usable store has, checked after migrating.
+const REQUIRED_TABLES: &[&str] = &["harness_schema", "threads", "messages", "records"];
+
+/// How hard a commit tries to survive a crash. See [`SqliteStore`], "Durability".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Durability {
+    /// `synchronous=NORMAL`: acknowledged writes survive the process dying (a panic, an
+    /// abort, `SIGKILL`); a power loss may lose the last commits. No `fsync` per commit.
+    #[default]
+    Process,
+    /// `synchronous=FULL`: acknowledged writes also survive a power loss; every group commit
+    /// waits for an `fsync`.
+    PowerLoss,
+}
+
+/// Options of [`SqliteStore::open_with`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// How durable a commit is (default [`Durability::Process`]).
+    pub durability: Durability,
+    /// How many idle read connections are kept (default 4; at least 1).
+    pub read_connections: usize,
+    /// How long a statement waits for another process's lock on the file before failing
+    /// (default 5 s).
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Process,
+            read_connections: 4,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets how durable a commit is.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Sets how many idle read connections are kept.
+    pub fn read_connections(mut self, count: usize) -> Self {
+        self.read_connections = count.max(1);
+        self
+    }
+
+    /// Sets how long to wait for another process's lock on the file.
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+}
+
+/// The embedded [`Store`]: one SQLite file in WAL mode, one writer thread with group
+/// commit, a pool of read connections.
+///
+/// Clones share the file, the writer and the pool. When the last clone is dropped, the
+/// writer finishes what is queued and closes the file (the drop waits for it).
+///
+/// # Writes: one writer, group commit
+/// Every [`Store::write`] is sent over a channel to one writer thread that owns the only
+/// write connection. The writer takes the first batch waiting, drains whatever else is
+/// queued behind it (up to [`MAX_GROUP`] batches) and commits them all in ONE transaction,
+/// then answers each caller. Inside that transaction each batch runs in its own savepoint:
+/// a batch whose op fails is rolled back to its savepoint and fails alone, the others
+/// commit. A caller is answered only after the commit, so an acknowledged write is on disk.
+///
+/// # Durability
+/// The file is in WAL mode with `synchronous=NORMAL` by default ([`Durability::Process`]):
+/// a commit is a `write()` of the WAL frames into the operating system, without `fsync`.
+/// What a caller was told is written survives the process being killed (even with
+/// `SIGKILL`), because the kernel holds the data; a power loss or kernel crash can lose the
+/// last commits, never the database's consistency. [`Durability::PowerLoss`] uses
+/// `synchronous=FULL`: each group commit also `fsync`s the WAL, which costs one disk flush
+/// per group (shared by every batch in it).
+///
+/// # Reads
+/// Reads run on separate read-only connections (WAL lets them read while the writer
+/// writes), kept in a small pool and used from `tokio::task::spawn_blocking`. A read sees
+/// every write acknowledged before it started.
+///
+/// # Schema
+/// Tables `threads`, `messages`, `records`, and `harness_schema` (one row per applied
+/// migration). A message's `seq` is its `INTEGER PRIMARY KEY`: SQLite gives each new row one
+/// more than the largest in the table, so `seq` grows with every append and a thread's
+/// messages read back in append order. (`AUTOINCREMENT` would also forbid reusing the numbers
+/// of deleted rows, which order does not need, at the cost of one more page per commit.)
+/// Migrations run in order, in one transaction, when the file is opened. The file's
+/// `application_id` marks it as a harness store. A file that is not SQLite, is damaged, or holds another application's tables gives
+/// [`StoreError::Corrupt`] naming the file, and is left untouched; a file from a newer
+/// harness gives [`StoreError::TooNew`].
+///
+/// ```no_run
+/// # fn main() -> Result<(), harness_core::store::StoreError> {
+/// use harness_core::store::{SqliteStore, SqliteThreadLock};
+///
+/// let store = SqliteStore::open("harness.db")?;
+/// let lock: SqliteThreadLock = store.thread_lock();
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+/// What the clones of a store share.
+#[derive(Debug)]
+struct Shared {
+    path: PathBuf,
+    options: SqliteOptions,
+    /// The writer's queue (`None` only while dropping).
+    sender: Option<Sender<Request>>,
+    writer: Option<JoinHandle<()>>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Readers first, so that the writer's connection is the last one: closing it then
+        // checkpoints the WAL into the file and removes it, and the next open starts fast.
+        self.pool().clear();
+        // Closing the queue ends the writer once it has committed what is queued.
+        self.sender = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// One caller's batch, on its way to the writer.
+struct Request {
+    ops: Vec<Op>,
+    reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// A [`WriteOp`] with its JSON already serialized (by the caller, off the writer thread).
+enum Op {
+    CreateThread {
+        id: String,
+        resource_id: String,
+        title: Option<String>,
+        created_at: i64,
+        updated_at: i64,
+        metadata: String,
+    },
+    UpdateThread {
+        id: String,
+        title: Option<String>,
+        updated_at: i64,
+        metadata: String,
+    },
+    DeleteThread {
+        id: String,
+    },
+    Append {
+        thread_id: String,
+        messages: Vec<Message>,
+    },
+    PutRecord {
+        namespace: String,
+        key: String,
+        thread_id: Option<String>,
+        value: String,
+    },
+    DeleteRecord {
+        namespace: String,
+        key: String,
+    },
+}
+
+/// A message row.
+struct Message {
+    id: String,
+    created_at: i64,
+    run_id: Option<String>,
+    json: String,
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(value: &T, what: &str) -> Result<String, StoreError> {
+    serde_json::to_string(value)
+        .map_err(|error| StoreError::Backend(format!("{what} cannot be serialized: {error}")))
+}
+
+impl Op {
+    fn prepare(op: WriteOp) -> Result<Self, StoreError> {
+        Ok(match op {
+            WriteOp::CreateThread(thread) => Op::CreateThread {
+                metadata: to_json(&thread.metadata, "thread metadata")?,
+                id: thread.id,
+                resource_id: thread.resource_id,
+                title: thread.title,
+                created_at: thread.created_at,
+                updated_at: thread.updated_at,
+            },
+            WriteOp::UpdateThread(thread) => Op::UpdateThread {
+                metadata: to_json(&thread.metadata, "thread metadata")?,
+                id: thread.id,
+                title: thread.title,
+                updated_at: thread.updated_at,
+            },
+            WriteOp::DeleteThread { thread_id } => Op::DeleteThread { id: thread_id },
+            WriteOp::AppendMessages {
+                thread_id,
+                messages,
+            } => Op::Append {
+                thread_id,
+                messages: messages
+                    .into_iter()
+                    .map(|message| {
+                        Ok(Message {
+                            json: to_json(&message.message, "a message")?,
+                            id: message.id,
+                            created_at: message.created_at,
+                            run_id: message.run_id,
+                        })
+                    })
+                    .collect::<Result<_, StoreError>>()?,
+            },
+            WriteOp::PutRecord {
+                namespace,
+                key,
+                thread_id,
+                value,
+            } => Op::PutRecord {
+                value: to_json(&value, "a record")?,
+                namespace,
+                key,
+                thread_id,
+            },
+            WriteOp::DeleteRecord { namespace, key } => Op::DeleteRecord { namespace, key },
+        })
+    }
+}
+
+/// Turns a SQLite error into a [`StoreError`] that names the file.
+fn sql_error(path: &Path, error: rusqlite::Error) -> StoreError {
+    let code = error.sqlite_error_code();
+    match code {
+        Some(ErrorCode::NotADatabase) => StoreError::Corrupt {
+            path: path.display().to_string(),
+            reason: "it is not a SQLite database; point the harness at another file, or move \
+                     this one away"
+                .to_owned(),
+        },
+        Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: path.display().to_string(),
+            reason: format!(
+                "the database is damaged ({error}); restore it from a backup, or move it away \
+                 to start afresh"
+            ),
+        },
+        _ => StoreError::Backend(format!("`{}`: {error}", path.display())),
+    }
+}
+
+fn corrupt(path: &Path, reason: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        path: path.display().to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// What an opened file holds.
+enum Contents {
+    /// No tables: a new file.
+    Empty,
+    /// A harness store at this schema version.
+    Harness(i64),
+}
+
+/// Looks at a file without changing it: is it empty, a harness store (which version), or
+/// something else (an error)?
+fn inspect(conn: &Connection, path: &Path) -> Result<Contents, StoreError> {
+    let sql = |error| sql_error(path, error);
+    let application_id: i64 = conn
+        .query_row("PRAGMA application_id", [], |row| row.get(0))
+        .map_err(sql)?;
+    if application_id != 0 && application_id != APPLICATION_ID {
+        return Err(corrupt(
+            path,
+            format!(
+                "it is a SQLite database of another application (application id \
+                 {application_id:#x}); point the harness at another file"
+            ),
+        ));
+    }
+    let mut statement = conn
+        .prepare(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' \
+             ESCAPE '\\' ORDER BY name",
+        )
+        .map_err(sql)?;
+    let tables: Vec<String> = statement
+        .query_map([], |row| row.get(0))
+        .map_err(sql)?
+        .collect::<Result<_, _>>()
+        .map_err(sql)?;
+    if tables.is_empty() {
+        return Ok(Contents::Empty);
+    }
+    if !tables.iter().any(|table| table == "harness_schema") {
+        let mut listed = tables
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if tables.len() > 5 {
+            listed.push_str(", ...");
+        }
+        return Err(corrupt(
+            path,
+            format!(
+                "it is a SQLite database of another application (tables: {listed}); point the \
+                 harness at another file"
+            ),
+        ));
+    }
+    let version: Option<i64> = conn
+        .query_row("SELECT max(version) FROM harness_schema", [], |row| {
+            row.get(0)
+        })
+        .map_err(sql)?;
+    match version {
+        Some(version) => Ok(Contents::Harness(version)),
+        None => Err(corrupt(
+            path,
+            "its schema table `harness_schema` is empty; restore it from a backup, or move it \
+             away to start afresh",
+        )),
+    }
+}
+
+/// Brings the schema to [`SqliteStore::SCHEMA_VERSION`], in one transaction.
+fn migrate(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let sql = |error| sql_error(path, error);
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(sql)?;
+    let outcome = (|| {
+        // Looked at again inside the transaction: another process may have migrated meanwhile.
+        let current = match inspect(conn, path)? {
+            Contents::Empty => {
+                conn.execute_batch(&format!(
+                    "PRAGMA application_id = {APPLICATION_ID};
+                     CREATE TABLE harness_schema (
+                         version INTEGER PRIMARY KEY NOT NULL,
+                         applied_at INTEGER NOT NULL
+                     );"
+                ))
+                .map_err(sql)?;
+                0
+            }
+            Contents::Harness(version) => version,
+        };
+        if current > SqliteStore::SCHEMA_VERSION {
+            return Err(too_new(path, current));
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate() {
+            let version = index as i64 + 1;
+            if version <= current {
+                continue;
+            }
+            conn.execute_batch(migration).map_err(sql)?;
+            conn.execute(
+                "INSERT INTO harness_schema (version, applied_at) VALUES (?1, ?2)",
+                params![version, now_ms()],
+            )
+            .map_err(sql)?;
+        }
+        for table in REQUIRED_TABLES {
+            let found: Option<i64> = conn
+                .query_row(
+                    "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                    [table],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(sql)?;
+            if found.is_none() {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "its table `{table}` is missing; restore it from a backup, or move it \
+                         away to start afresh"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    })();
+    match outcome {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(sql),
+        Err(error) => {
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            Err(error)
+        }
+    }
+}
+
+fn too_new(path: &Path, found: i64) -> StoreError {
+    StoreError::TooNew {
+        path: path.display().to_string(),
+        found,
+        supported: SqliteStore::SCHEMA_VERSION,
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl SqliteStore {
+    /// The schema version this build writes and reads.
+    pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+    /// Opens (or creates) a store at `path` with default [`SqliteOptions`].
+    ///
+    /// Blocks while it opens the file and migrates the schema (quick, unless another
+    /// process holds the file's write lock).
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] if the file is not SQLite, is damaged, or belongs to another
+    /// application (it is then left as it was); [`StoreError::TooNew`] if a newer harness
+    /// wrote it; [`StoreError::Backend`] for I/O failures.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (or creates) a store at `path` with `options`. See [`SqliteStore::open`].
+    ///
+    /// # Errors
+    /// As [`SqliteStore::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let sql = |error| sql_error(&path, error);
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sql)?;
+        conn.busy_timeout(options.busy_timeout).map_err(sql)?;
+        // Refuse foreign, damaged and newer files before changing anything in them.
+        if let Contents::Harness(version) = inspect(&conn, &path)?
+            && version > Self::SCHEMA_VERSION
+        {
+            return Err(too_new(&path, version));
+        }
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(sql)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Backend(format!(
+                "`{}` cannot use WAL journaling (it is in `{mode}` mode); use a file on a local \
+                 disk",
+                path.display()
+            )));
+        }
+        let synchronous = match options.durability {
+            Durability::Process => "NORMAL",
+            Durability::PowerLoss => "FULL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA foreign_keys = ON; PRAGMA synchronous = {synchronous};
+             PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES};"
+        ))
+        .map_err(sql)?;
+        migrate(&conn, &path)?;
+
+        let (sender, receiver) = mpsc::channel();
+        let writer_path = path.clone();
+        let writer = std::thread::Builder::new()
+            .name("harness-sqlite-writer".to_owned())
+            .spawn(move || write_loop(&conn, &writer_path, &receiver))
+            .map_err(|error| {
+                StoreError::Backend(format!(
+                    "`{}`: cannot start the writer thread: {error}",
+                    path.display()
+                ))
+            })?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                path,
+                options,
+                sender: Some(sender),
+                writer: Some(writer),
+                readers: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// A new [`SqliteThreadLock`] for this database (lock files in `<path>.locks/`). Each
+    /// harness should take its own.
+    pub fn thread_lock(&self) -> SqliteThreadLock {
+        SqliteThreadLock::for_database(&self.shared.path)
+    }
+
+    /// Runs a read on a pooled read connection, on the blocking pool when there is a tokio
+    /// runtime (inline otherwise).
+    async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &Path) -> Result<T, StoreError> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        let run = move || {
+            let conn = shared.reader()?;
+            let result = read(&conn, &shared.path);
+            shared.give_back(conn);
+            result
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime.spawn_blocking(run).await.map_err(|error| {
+                StoreError::Backend(format!(
+                    "a read of `{}` failed: {error}",
+                    self.shared.path.display()
+                ))
+            })?,
+            Err(_) => run(),
+        }
+    }
+}
+
+impl Shared {
+    fn pool(&self) -> MutexGuard<'_, Vec<Connection>> {
+        // The pool is only pushed to and popped from: a poisoned lock guards a valid list.
+        self.readers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An idle read connection, or a new one.
+    fn reader(&self) -> Result<Connection, StoreError> {
+        if let Some(conn) = self.pool().pop() {
+            return Ok(conn);
+        }
+        let sql = |error| sql_error(&self.path, error);
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sql)?;
+        conn.busy_timeout(self.options.busy_timeout).map_err(sql)?;
+        Ok(conn)
+    }
+
+    fn give_back(&self, conn: Connection) {
+        let mut pool = self.pool();
+        if pool.len() < self.options.read_connections {
+            pool.push(conn);
+        }
+    }
+}
+
+/// The writer thread: takes a batch, drains the queue behind it, commits the group.
+fn write_loop(conn: &Connection, path: &Path, receiver: &Receiver<Request>) {
+    while let Ok(first) = receiver.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match receiver.try_recv() {
+                Ok(request) => group.push(request),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        let results = match commit_group(conn, path, &group) {
+            Ok(results) => results,
+            Err(error) => {
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                vec![Err(error); group.len()]
+            }
+        };
+        for (request, result) in group.into_iter().zip(results) {
+            // The caller may have stopped waiting; the write stands either way.
+            let _ = request.reply.send(result);
+        }
+    }
+}
+
+/// Commits a group of batches in one transaction, each in a savepoint when there are
+/// several. `Err` means the whole transaction failed (every batch fails with it); `Ok`
+/// holds each batch's own outcome, and the successful ones are committed.
+fn commit_group(
+    conn: &Connection,
+    path: &Path,
+    group: &[Request],
+) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    let sql = |error| sql_error(path, error);
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(sql)?;
+    if let [only] = group {
+        let result = apply_all(conn, path, &only.ops);
+        if result.is_err() {
+            if !conn.is_autocommit() {
+                conn.execute_batch("ROLLBACK").map_err(sql)?;
+            }
+            return Ok(vec![result]);
+        }
+        conn.execute_batch("COMMIT").map_err(sql)?;
+        return Ok(vec![result]);
+    }
+    let mut results = Vec::with_capacity(group.len());
+    for request in group {
+        conn.execute_batch("SAVEPOINT batch").map_err(sql)?;
+        let result = apply_all(conn, path, &request.ops);
+        if let Err(error) = &result {
+            if conn.is_autocommit() {
+                // SQLite rolled the whole transaction back (I/O error, disk full): nothing
+                // of the group is written.
+                return Err(error.clone());
+            }
+            conn.execute_batch("ROLLBACK TO batch").map_err(sql)?;
+        }
+        conn.execute_batch("RELEASE batch").map_err(sql)?;
+        results.push(result);
+    }
+    conn.execute_batch("COMMIT").map_err(sql)?;
+    Ok(results)
+}
+
+/// Applies one batch's ops, in order, stopping at the first failure.
+fn apply_all(conn: &Connection, path: &Path, ops: &[Op]) -> Result<(), StoreError> {
+    let sql = |error| sql_error(path, error);
+    let thread_exists = |id: &str| -> Result<bool, StoreError> {
+        conn.prepare_cached("SELECT 1 FROM threads WHERE id = ?1")
+            .and_then(|mut statement| statement.exists([id]))
+            .map_err(sql)
+    };
+    for op in ops {
+        match op {
+            Op::CreateThread {
+                id,
+                resource_id,
+                title,
+                created_at,
+                updated_at,
+                metadata,
+            } => {
+                let inserted = conn
+                    .prepare_cached(
+                        "INSERT INTO threads (id, resource_id, title, created_at, updated_at, \
+                         metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
+                    )
+                    .and_then(|mut statement| {
+                        statement.execute(params![
+                            id,
+                            resource_id,
+                            title,
+                            created_at,
+                            updated_at,
+                            metadata
+                        ])
+                    })
+                    .map_err(sql)?;
+                if inserted == 0 {
+                    return Err(StoreError::ThreadExists(id.clone()));
+                }
+            }
+            Op::UpdateThread {
+                id,
+                title,
+                updated_at,
+                metadata,
+            } => {
+                let updated = conn
+                    .prepare_cached(
+                        "UPDATE threads SET title = ?2, updated_at = ?3, metadata = ?4 \
+                         WHERE id = ?1",
+                    )
+                    .and_then(|mut statement| {
+                        statement.execute(params![id, title, updated_at, metadata])
+                    })
+                    .map_err(sql)?;
+                if updated == 0 {
+                    return Err(StoreError::ThreadNotFound(id.clone()));
+                }
+            }
+            Op::DeleteThread { id } => {
+                // Messages and thread-bound records go with it (ON DELETE CASCADE).
+                let deleted = conn
+                    .prepare_cached("DELETE FROM threads WHERE id = ?1")
+                    .and_then(|mut statement| statement.execute([id]))
+                    .map_err(sql)?;
+                if deleted == 0 {
+                    return Err(StoreError::ThreadNotFound(id.clone()));
+                }
+            }
+            Op::Append {
+                thread_id,
+                messages,
+            } => {
+                if !thread_exists(thread_id)? {
+                    return Err(StoreError::ThreadNotFound(thread_id.clone()));
+                }
+                let mut statement = conn
+                    .prepare_cached(
+                        "INSERT INTO messages (id, thread_id, created_at, run_id, message) \
+                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                    )
+                    .map_err(sql)?;
+                for message in messages {
+                    let inserted = statement
+                        .execute(params![
+                            message.id,
+                            thread_id,
+                            message.created_at,
+                            message.run_id,
+                            message.json
+                        ])
+                        .map_err(sql)?;
+                    if inserted == 0 {
+                        return Err(StoreError::MessageExists(message.id.clone()));
+                    }
+                }
+            }
+            Op::PutRecord {
+                namespace,
+                key,
+                thread_id,
+                value,
+            } => {
+                if let Some(thread_id) = thread_id
+                    && !thread_exists(thread_id)?
+                {
+                    return Err(StoreError::ThreadNotFound(thread_id.clone()));
+                }
+                conn.prepare_cached(
+                    "INSERT INTO records (namespace, key, thread_id, value) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (namespace, key) DO UPDATE SET thread_id = excluded.thread_id, \
+                     value = excluded.value",
+                )
+                .and_then(|mut statement| statement.execute(params![namespace, key, thread_id, value]))
+                .map_err(sql)?;
+            }
+            Op::DeleteRecord { namespace, key } => {
+                conn.prepare_cached("DELETE FROM records WHERE namespace = ?1 AND key = ?2")
+                    .and_then(|mut statement| statement.execute([namespace, key]))
+                    .map_err(sql)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A thread row, as read.
+fn thread_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<ThreadRecord, StoreError> {
+    let sql = |error| sql_error(path, error);
+    let id: String = row.get(0).map_err(sql)?;
+    let metadata: String = row.get(5).map_err(sql)?;
+    let metadata: Map<String, Value> = serde_json::from_str(&metadata).map_err(|error| {
+        corrupt(
+            path,
+            format!("the metadata of thread `{id}` cannot be read ({error})"),
+        )
+    })?;
+    Ok(ThreadRecord {
+        resource_id: row.get(1).map_err(sql)?,
+        title: row.get(2).map_err(sql)?,
+        created_at: row.get(3).map_err(sql)?,
+        updated_at: row.get(4).map_err(sql)?,
+        metadata,
+        id,
+    })
+}
+
+/// A record row, as read.
+fn record_from_row(
+    row: &rusqlite::Row<'_>,
+    path: &Path,
+    namespace: &str,
+) -> Result<Record, StoreError> {
+    let sql = |error| sql_error(path, error);
+    let key: String = row.get(0).map_err(sql)?;
+    let value: String = row.get(2).map_err(sql)?;
+    let value: Value = serde_json::from_str(&value).map_err(|error| {
+        corrupt(
+            path,
+            format!("the record `{namespace}/{key}` cannot be read ({error})"),
+        )
+    })?;
+    Ok(Record {
+        thread_id: row.get(1).map_err(sql)?,
+        key,
+        value,
+    })
+}
+
+const THREAD_COLUMNS: &str = "id, resource_id, title, created_at, updated_at, metadata";
+
+/// Collects a query's rows through a fallible conversion.
+fn collect_rows<T>(
+    mut rows: rusqlite::Rows<'_>,
+    path: &Path,
+    mut convert: impl FnMut(&rusqlite::Row<'_>) -> Result<Option<T>, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(|error| sql_error(path, error))? {
+        match convert(row)? {
+            Some(item) => out.push(item),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn write(&self, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let ops = ops
+            .into_iter()
+            .map(Op::prepare)
+            .collect::<Result<Vec<_>, _>>()?;
+        let stopped = || {
+            StoreError::Backend(format!(
+                "the writer of `{}` has stopped; reopen the store",
+                self.shared.path.display()
+            ))
+        };
+        let sender = self.shared.sender.as_ref().ok_or_else(stopped)?;
+        let (reply, answer) = oneshot::channel();
+        sender.send(Request { ops, reply }).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    async fn thread(&self, thread_id: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.read(move |conn, path| {
+            let mut statement = conn
+                .prepare_cached(&format!(
+                    "SELECT {THREAD_COLUMNS} FROM threads WHERE id = ?1"
+                ))
+                .map_err(|error| sql_error(path, error))?;
+            let rows = statement
+                .query([&thread_id])
+                .map_err(|error| sql_error(path, error))?;
+            let found = collect_rows(rows, path, |row| thread_from_row(row, path).map(Some))?;
+            Ok(found.into_iter().next())
+        })
+        .await
+    }
+
+    async fn threads(&self, resource_id: Option<&str>) -> Result<Vec<ThreadRecord>, StoreError> {
+        let resource_id = resource_id.map(str::to_owned);
+        self.read(move |conn, path| {
+            let sql = |error| sql_error(path, error);
+            match &resource_id {
+                Some(resource_id) => {
+                    let mut statement = conn
+                        .prepare_cached(&format!(
+                            "SELECT {THREAD_COLUMNS} FROM threads WHERE resource_id = ?1 \
+                             ORDER BY updated_at DESC, rowid DESC"
+                        ))
+                        .map_err(sql)?;
+                    let rows = statement.query([resource_id]).map_err(sql)?;
+                    collect_rows(rows, path, |row| thread_from_row(row, path).map(Some))
+                }
+                None => {
+                    let mut statement = conn
+                        .prepare_cached(&format!(
+                            "SELECT {THREAD_COLUMNS} FROM threads \
+                             ORDER BY updated_at DESC, rowid DESC"
+                        ))
+                        .map_err(sql)?;
+                    let rows = statement.query([]).map_err(sql)?;
+                    collect_rows(rows, path, |row| thread_from_row(row, path).map(Some))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn messages(&self, thread_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.read(move |conn, path| {
+            let sql = |error| sql_error(path, error);
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT id, created_at, run_id, message FROM messages WHERE thread_id = ?1 \
+                     ORDER BY seq",
+                )
+                .map_err(sql)?;
+            let rows = statement.query([&thread_id]).map_err(sql)?;
+            collect_rows(rows, path, |row| {
+                let id: String = row.get(0).map_err(sql)?;
+                let json: String = row.get(3).map_err(sql)?;
+                let message: KernelMessage = serde_json::from_str(&json).map_err(|error| {
+                    corrupt(path, format!("the message `{id}` cannot be read ({error})"))
+                })?;
+                Ok(Some(StoredMessage {
+                    thread_id: thread_id.clone(),
+                    created_at: row.get(1).map_err(sql)?,
+                    run_id: row.get(2).map_err(sql)?,
+                    message,
+                    id,
+                }))
+            })
+        })
+        .await
+    }
+
+    async fn resource_ids(&self) -> Result<Vec<String>, StoreError> {
+        self.read(move |conn, path| {
+            let sql = |error| sql_error(path, error);
+            let mut statement = conn
+                .prepare_cached("SELECT DISTINCT resource_id FROM threads ORDER BY resource_id")
+                .map_err(sql)?;
+            let rows = statement.query([]).map_err(sql)?;
+            collect_rows(rows, path, |row| row.get(0).map(Some).map_err(sql))
+        })
+        .await
+    }
+
+    async fn record(&self, namespace: &str, key: &str) -> Result<Option<Record>, StoreError> {
+        let (namespace, key) = (namespace.to_owned(), key.to_owned());
+        self.read(move |conn, path| {
+            let sql = |error| sql_error(path, error);
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT key, thread_id, value FROM records WHERE namespace = ?1 AND key = ?2",
+                )
+                .map_err(sql)?;
+            let rows = statement.query([&namespace, &key]).map_err(sql)?;
+            let found = collect_rows(rows, path, |row| {
+                record_from_row(row, path, &namespace).map(Some)
+            })?;
+            Ok(found.into_iter().next())
+        })
+        .await
+    }
+
+    async fn records(&self, namespace: &str, prefix: &str) -> Result<Vec<Record>, StoreError> {
+        let (namespace, prefix) = (namespace.to_owned(), prefix.to_owned());
+        self.read(move |conn, path| {
+            let sql = |error| sql_error(path, error);
+            // Keys sort bytewise, so the keys with the prefix are the ones from the prefix on,
+            // up to the first that does not start with it.
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT key, thread_id, value FROM records WHERE namespace = ?1 AND key >= ?2 \
+                     ORDER BY key",
+                )
+                .map_err(sql)?;
+            let rows = statement.query([&namespace, &prefix]).map_err(sql)?;
+            collect_rows(rows, path, |row| {
+                let key: String = row.get(0).map_err(sql)?;
+                if !key.starts_with(prefix.as_str()) {
+                    return Ok(None);
+                }
+                record_from_row(row, path, &namespace).map(Some)
+            })
+        })
+        .await
+    }
+}
+
+/// A [`ThreadLock`] that works across processes: one lock file per thread in a directory
+/// beside the database (`<db>.locks/`), held with an operating-system file lock
+/// ([`File::try_lock`]) for as long as the thread is held.
+///
+/// The operating system releases the lock when the holder's process dies, however it dies
+/// (`SIGKILL` included), so a crashed harness never leaves a thread locked. The holder
+/// writes its process id into the file, and [`LockError::Held`] reports it.
+///
+/// Each harness takes its own `SqliteThreadLock`: two of them exclude each other even in
+/// one process. One that already holds a thread acquires it again; dropping it releases
+/// everything it holds. Lock files stay in the directory after release (removing them
+/// would race with a process opening them); they are empty of meaning once unlocked.
+///
+/// File names are the thread id with every character other than ASCII letters, digits,
+/// `-` and `_` replaced by `_` (at most 64 of them), then a hash of the whole id, so that
+/// distinct ids never share a file, even on case-insensitive file systems.
+#[derive(Debug)]
+pub struct SqliteThreadLock {
+    dir: PathBuf,
+    held: Mutex<HashMap<String, File>>,
+}
+
+impl SqliteThreadLock {
+    /// A lock for the database at `db_path`, with its lock files in `<db_path>.locks/`.
+    pub fn for_database(db_path: impl AsRef<Path>) -> Self {
+        let mut dir = db_path.as_ref().as_os_str().to_owned();
+        dir.push(".locks");
+        Self::in_directory(PathBuf::from(dir))
+    }
+
+    /// A lock with its lock files in `dir` (created when first needed).
+    pub fn in_directory(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The directory of the lock files.
+    pub fn directory(&self) -> &Path {
+        &self.dir
+    }
+
+    fn held(&self) -> MutexGuard<'_, HashMap<String, File>> {
+        // The map is only inserted into and removed from: a poisoned lock guards a valid map.
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The name of a thread's lock file: a readable, safe part and a hash of the whole id.
+fn lock_file_name(thread_id: &str) -> String {
+    let readable: String = thread_id
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{readable}-{:016x}.lock", fnv1a(thread_id.as_bytes()))
+}
+
+/// 64-bit FNV-1a: stable across builds and platforms, unlike the standard hasher.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// Who holds a lock, from its file: `process <pid>`, marked when it is this process.
+fn read_holder(mut file: &File) -> Option<String> {
+    let mut text = String::new();
+    file.read_to_string(&mut text).ok()?;
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if text == holder_line().trim() {
+        return Some(format!("{text}, this process"));
+    }
+    Some(text.to_owned())
+}
+
+fn holder_line() -> String {
+    format!("process {}\n", std::process::id())
+}
+
+#[async_trait]
+impl ThreadLock for SqliteThreadLock {
+    async fn acquire(&self, thread_id: &str) -> Result<(), LockError> {
+        let mut held = self.held();
+        if held.contains_key(thread_id) {
+            return Ok(());
+        }
+        let path = self.dir.join(lock_file_name(thread_id));
+        let failed = |what: &str, error: std::io::Error| LockError::Failed {
+            thread_id: thread_id.to_owned(),
+            reason: format!("{what} `{}`: {error}", path.display()),
+        };
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|error| failed("cannot create the lock directory for", error))?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|error| failed("cannot open the lock file", error))?;
+        match file.try_lock() {
+            Ok(()) => {
+                // Who holds it, for the other side's error message; the lock stands even
+                // if this cannot be written.
+                let _ = file
+                    .set_len(0)
+                    .and_then(|()| file.write_all(holder_line().as_bytes()));
+                held.insert(thread_id.to_owned(), file);
+                Ok(())
+            }
+            Err(std::fs::TryLockError::WouldBlock) => Err(LockError::Held {
+                thread_id: thread_id.to_owned(),
+                holder: read_holder(&file),
+            }),
+            Err(std::fs::TryLockError::Error(error)) => {
+                Err(failed("cannot lock the lock file", error))
+            }
+        }
+    }
+
+    async fn release(&self, thread_id: &str) -> Result<(), LockError> {
+        // Closing the file releases the operating-system lock.
+        self.held().remove(thread_id);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn lock_file_names_are_safe_and_distinct() {
+        let names = [
+            lock_file_name("thread-1"),
+            lock_file_name("Thread-1"),
+            lock_file_name("a/b"),
+            lock_file_name("a_b"),
+            lock_file_name("../../etc/passwd"),
+            lock_file_name(""),
+            lock_file_name(&"x".repeat(500)),
+        ];
+        for name in &names {
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.'),
+                "{name}"
+            );
+            assert!(!name.starts_with('.'), "{name}");
+            assert!(name.len() <= 64 + 1 + 16 + 5, "{name}");
+        }
+        let lowered: std::collections::HashSet<String> =
+            names.iter().map(|n| n.to_ascii_lowercase()).collect();
+        assert_eq!(lowered.len(), names.len());
+        assert!(names[0].starts_with("thread-1-"));
+    }
+
+    fn request(ops: Vec<WriteOp>) -> Request {
+        let (reply, _answer) = oneshot::channel();
+        Request {
+            ops: ops.into_iter().map(|op| Op::prepare(op).unwrap()).collect(),
+            reply,
+        }
+    }
+
+    fn create(id: &str) -> WriteOp {
+        WriteOp::CreateThread(ThreadRecord {
+            id: id.into(),
+            resource_id: "r".into(),
+            title: None,
+            created_at: 1,
+            updated_at: 1,
+            metadata: Map::new(),
+        })
+    }
+
+    /// One group, one transaction: the failing batch in the middle fails alone.
+    #[tokio::test]
+    async fn a_failing_batch_fails_alone_within_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("group.db");
+        drop(SqliteStore::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+
+        let group = [
+            request(vec![create("a")]),
+            request(vec![create("b"), create("a")]),
+            request(vec![create("c")]),
+        ];
+        let results = commit_group(&conn, &path, &group).unwrap();
+        assert_eq!(
+            results,
+            [Ok(()), Err(StoreError::ThreadExists("a".into())), Ok(())]
+        );
+        assert!(conn.is_autocommit(), "the group's transaction is closed");
+        drop(conn);
+
+        let store = SqliteStore::open(&path).unwrap();
+        let ids: Vec<String> = store
+            .threads(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        assert_eq!(ids, ["c", "a"]);
+    }
+
+    #[test]
+    fn fnv1a_is_the_published_function() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}
