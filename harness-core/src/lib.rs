@@ -14,6 +14,7 @@
 pub mod builtin;
 pub mod display;
 pub mod event;
+pub mod harness;
 pub mod kernel;
 pub mod model;
 pub mod store;

@@ -346,6 +346,11 @@ impl DisplayScheduler {
         Arc::clone(&self.inner.snapshots.borrow())
     }
 
+    /// How many snapshot streams are open.
+    pub fn subscriber_count(&self) -> usize {
+        self.inner.snapshots.receiver_count()
+    }
+
     /// A stream of snapshots: the latest one at once, then each newer one. A slow reader skips
     /// to the newest. The stream ends when the scheduler is dropped.
     pub fn subscribe(&self) -> DisplayStateStream {

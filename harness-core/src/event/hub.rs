@@ -77,6 +77,12 @@ impl EventHub {
         }
     }
 
+    /// How many consumers are attached: bus subscribers, listeners and display-state streams.
+    /// The harness treats a hub with none as having no user interface to ask.
+    pub fn audience(&self) -> usize {
+        self.bus.subscriber_count() + self.bus.listener_count() + self.display.subscriber_count()
+    }
+
     /// A subscription to every event emitted from now on (see [`EventBus::subscribe`]).
     pub fn subscribe(&self) -> Subscription {
         self.bus.subscribe()

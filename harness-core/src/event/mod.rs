@@ -129,6 +129,19 @@ pub struct HarnessMessage {
     pub error_message: Option<String>,
 }
 
+impl HarnessMessage {
+    /// The message's text parts, joined (reasoning, tool calls and results left out).
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|part| match part {
+                MessagePart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// Why a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,0 +1,215 @@
+//! The session: the per-conversation state of a harness.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use harness_tags::{SessionView, ToolCategory, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::lock;
+use super::runs::RunSummary;
+use crate::model::ModelId;
+use crate::store::ThreadRecord;
+use crate::task::TaskBoard;
+use crate::tool::ApprovalAnswer;
+
+/// Tools and categories the user allowed for the rest of the session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Grants {
+    /// Tools allowed by name.
+    pub tools: BTreeSet<String>,
+    /// Categories allowed.
+    pub categories: BTreeSet<ToolCategory>,
+}
+
+/// The per-conversation state: identity, the bound thread, mode and model, the run and its
+/// queue, pending approvals and suspensions, grants, token usage and application state.
+///
+/// Read it through its accessors; change it through the [`Harness`](super::Harness)'s
+/// methods, which also persist the change and emit its event.
+pub struct Session {
+    pub(crate) resource_id: Mutex<String>,
+    pub(crate) thread: Mutex<Option<ThreadRecord>>,
+    pub(crate) mode_id: Mutex<String>,
+    pub(crate) model_id: Mutex<Option<ModelId>>,
+    pub(crate) runs: Mutex<RunSlot>,
+    pub(crate) idle: Notify,
+    pub(crate) approval: Mutex<Option<PendingAnswer<ApprovalAnswer>>>,
+    pub(crate) suspensions: Mutex<Vec<PendingAnswer<Value>>>,
+    pub(crate) grants: Mutex<Grants>,
+    pub(crate) usage: Mutex<Usage>,
+    pub(crate) state: Mutex<Arc<Value>>,
+    pub(crate) tasks: Arc<TaskBoard>,
+    pub(crate) plan_approved: Mutex<bool>,
+    /// The active run's recorder, for flushing before a fork.
+    pub(crate) recorder: Mutex<Option<tokio::sync::mpsc::UnboundedSender<super::runs::Recorded>>>,
+}
+
+/// The active run and the messages queued behind it.
+#[derive(Default)]
+pub(crate) struct RunSlot {
+    pub(crate) active: Option<ActiveRun>,
+    pub(crate) queue: VecDeque<Queued>,
+}
+
+impl RunSlot {
+    /// The event announcing the queue as it is now.
+    pub(crate) fn queue_event(&self) -> crate::event::HarnessEvent {
+        crate::event::HarnessEvent::FollowUpQueued {
+            count: self.queue.len(),
+            follow_ups: self
+                .queue
+                .iter()
+                .map(|queued| queued.content.clone())
+                .collect(),
+        }
+    }
+}
+
+pub(crate) struct ActiveRun {
+    pub(crate) abort: CancellationToken,
+}
+
+/// A message waiting for the active run to end.
+pub(crate) struct Queued {
+    pub(crate) content: String,
+    pub(crate) reply: Option<oneshot::Sender<RunSummary>>,
+}
+
+/// Someone waiting for the user's answer.
+pub(crate) struct PendingAnswer<T> {
+    pub(crate) call_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) resume_schema: Option<Value>,
+    pub(crate) reply: oneshot::Sender<T>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("resource_id", &self.resource_id())
+            .field("thread_id", &self.thread_id())
+            .field("mode_id", &self.mode_id())
+            .field("model_id", &self.model_id())
+            .field("running", &self.is_running())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(
+        resource_id: String,
+        mode_id: String,
+        model_id: Option<ModelId>,
+        state: Value,
+    ) -> Self {
+        Session {
+            resource_id: Mutex::new(resource_id),
+            thread: Mutex::new(None),
+            mode_id: Mutex::new(mode_id),
+            model_id: Mutex::new(model_id),
+            runs: Mutex::new(RunSlot::default()),
+            idle: Notify::new(),
+            approval: Mutex::new(None),
+            suspensions: Mutex::new(Vec::new()),
+            grants: Mutex::new(Grants::default()),
+            usage: Mutex::new(Usage::default()),
+            state: Mutex::new(Arc::new(state)),
+            tasks: Arc::new(TaskBoard::new()),
+            plan_approved: Mutex::new(false),
+            recorder: Mutex::new(None),
+        }
+    }
+
+    /// The resource threads are grouped under.
+    pub fn resource_id(&self) -> String {
+        lock(&self.resource_id).clone()
+    }
+
+    /// The bound thread's id.
+    pub fn thread_id(&self) -> Option<String> {
+        lock(&self.thread).as_ref().map(|t| t.id.clone())
+    }
+
+    /// The bound thread.
+    pub fn thread(&self) -> Option<ThreadRecord> {
+        lock(&self.thread).clone()
+    }
+
+    /// The active mode.
+    pub fn mode_id(&self) -> String {
+        lock(&self.mode_id).clone()
+    }
+
+    /// The active mode's model.
+    pub fn model_id(&self) -> Option<ModelId> {
+        lock(&self.model_id).clone()
+    }
+
+    /// True while a run is active.
+    pub fn is_running(&self) -> bool {
+        lock(&self.runs).active.is_some()
+    }
+
+    /// Messages queued behind the active run.
+    pub fn queued_follow_ups(&self) -> Vec<String> {
+        lock(&self.runs)
+            .queue
+            .iter()
+            .map(|q| q.content.clone())
+            .collect()
+    }
+
+    /// The call waiting for approval, if any: (call id, tool).
+    pub fn pending_approval(&self) -> Option<(String, String)> {
+        lock(&self.approval)
+            .as_ref()
+            .map(|p| (p.call_id.clone(), p.tool_name.clone()))
+    }
+
+    /// The suspended tool calls: (call id, tool).
+    pub fn pending_suspensions(&self) -> Vec<(String, String)> {
+        lock(&self.suspensions)
+            .iter()
+            .map(|p| (p.call_id.clone(), p.tool_name.clone()))
+            .collect()
+    }
+
+    /// What the user allowed for the rest of the session.
+    pub fn grants(&self) -> Grants {
+        lock(&self.grants).clone()
+    }
+
+    /// The bound thread's token usage.
+    pub fn token_usage(&self) -> Usage {
+        *lock(&self.usage)
+    }
+
+    /// The application state.
+    pub fn state(&self) -> Value {
+        Value::clone(&lock(&self.state))
+    }
+
+    /// The task list.
+    pub fn tasks(&self) -> Arc<TaskBoard> {
+        Arc::clone(&self.tasks)
+    }
+
+    /// What tool-call gates see of the session.
+    pub(crate) fn view(&self) -> SessionView {
+        let grants = lock(&self.grants);
+        SessionView {
+            state: Arc::clone(&lock(&self.state)),
+            granted_tools: Arc::new(grants.tools.clone()),
+            granted_categories: Arc::new(grants.categories.clone()),
+        }
+    }
+
+    pub(crate) fn unbind_thread(&self) {
+        *lock(&self.thread) = None;
+    }
+}
