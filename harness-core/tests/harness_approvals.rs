@@ -130,11 +130,8 @@ async fn ask_waits_for_the_answer_from_another_task() {
             .as_deref(),
         Some("deploy")
     );
-    let pending = harness
-        .display_state()
-        .pending_approval
-        .clone()
-        .expect("shown at once");
+    let state = common::display_where(&harness, |s| s.pending_approval.is_some()).await;
+    let pending = state.pending_approval.clone().unwrap();
     assert_eq!(pending.tool_name, "deploy");
     assert_eq!(
         deploys.load(Ordering::SeqCst),
@@ -330,7 +327,7 @@ async fn ask_user_free_text_single_and_multi_select() {
     let (_, tool, payload) = suspended(&mut events).await;
     assert_eq!(tool, "ask_user");
     assert_eq!(payload["question"], "Which database?");
-    assert_eq!(harness.display_state().pending_suspensions.len(), 1);
+    common::display_where(&harness, |s| s.pending_suspensions.len() == 1).await;
     harness
         .respond_to_tool_suspension(json!("the embedded one"), None)
         .unwrap();

@@ -74,10 +74,7 @@ async fn follow_ups_queue_behind_the_run_and_drain_in_order() {
     })
     .await;
     assert_eq!(announced, ["second", "third"]);
-    assert_eq!(
-        harness.display_state().queued_follow_ups,
-        ["second", "third"]
-    );
+    common::display_where(&harness, |s| s.queued_follow_ups == ["second", "third"]).await;
 
     gate.release();
     let summary = first.await.unwrap().unwrap();

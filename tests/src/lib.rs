@@ -1,6 +1,7 @@
 //! Cross-crate integration tests of the harness live in `tests/tests/`; this library holds what
 //! they share.
 
+pub mod child;
 pub mod fixtures;
 pub mod mock_llm;
 

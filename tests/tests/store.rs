@@ -7,9 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Lines, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 
 use harness_core::store::{
@@ -17,6 +17,7 @@ use harness_core::store::{
     StoredMessage, ThreadLock, ThreadRecord, WriteOp,
 };
 use harness_tags::{KernelMessage, Thinking, ToolCall};
+use harness_tests::child::{self, Reports, kill, next_report, park_until_killed, say};
 use serde_json::{Map, Value, json};
 
 // ---------------------------------------------------------------------------------------
@@ -766,8 +767,6 @@ async fn sqlite_concurrent_writers_all_land() {
 const ROLE: &str = "HARNESS_STORE_CHILD";
 const DB: &str = "HARNESS_STORE_DB";
 const THREAD: &str = "HARNESS_STORE_THREAD";
-/// The prefix of the lines a child reports on.
-const SAYS: &str = "child-says:";
 
 /// Not a test of its own: plays a child process's role when `HARNESS_STORE_CHILD` is set.
 #[test]
@@ -781,11 +780,6 @@ fn child_process_entry_point() {
         .enable_all()
         .build()
         .unwrap();
-    let say = |line: &str| {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{SAYS} {line}").unwrap();
-        out.flush().unwrap();
-    };
     match role.as_str() {
         "hold" => {
             let lock = SqliteThreadLock::for_database(&db);
@@ -829,49 +823,16 @@ fn child_process_entry_point() {
     }
 }
 
-/// Holds on until killed; also ends when the parent goes away (its stdin closes), so that a
-/// failed test leaves no orphan behind.
-fn park_until_killed() {
-    let mut rest = Vec::new();
-    let _ = std::io::stdin().read_to_end(&mut rest);
-}
-
-/// A child of this test binary in `role`, with piped stdin and stdout.
-fn spawn_child(role: &str, db: &Path, thread_id: &str) -> (Child, Lines<BufReader<ChildStdout>>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_process_entry_point",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, role)
-        .env(DB, db)
-        .env(THREAD, thread_id)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    (child, stdout)
-}
-
-/// The child's next report (skipping the test runner's own lines); `None` once it exits.
-fn next_report(lines: &mut Lines<BufReader<ChildStdout>>) -> Option<String> {
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        // The runner may have started the line with the test's name.
-        if let Some(at) = line.find(SAYS) {
-            return Some(line[at + SAYS.len()..].trim().to_owned());
-        }
-    }
-    None
-}
-
-fn kill(mut child: Child) {
-    child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
+/// A child of this test binary in `role`.
+fn spawn_child(role: &str, db: &Path, thread_id: &str) -> (Child, Reports) {
+    child::spawn(
+        "child_process_entry_point",
+        [
+            (ROLE, role.as_ref()),
+            (DB, db.as_os_str()),
+            (THREAD, thread_id.as_ref()),
+        ],
+    )
 }
 
 // ---------------------------------------------------------------------------------------

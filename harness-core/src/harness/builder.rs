@@ -358,6 +358,27 @@ impl HarnessBuilder {
         self
     }
 
+    /// Stores threads in a SQLite file and locks them across processes with the file's
+    /// [`SqliteThreadLock`](crate::store::SqliteThreadLock).
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use harness_core::harness::{Harness, Mode};
+    /// use harness_core::store::SqliteStore;
+    ///
+    /// let harness = Harness::builder("my-agent")
+    ///     .mode(Mode::new("build").default_model("anthropic/claude-sonnet-4-5"))
+    ///     .sqlite(SqliteStore::open(".harness/threads.db")?)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "sqlite")]
+    pub fn sqlite(mut self, store: crate::store::SqliteStore) -> Self {
+        self.lock = Some(Arc::new(store.thread_lock()));
+        self.store = Some(Arc::new(store));
+        self
+    }
+
     /// The thread lock (default: an in-process lock; use the store's cross-process lock for
     /// SQLite).
     pub fn thread_lock(mut self, lock: Arc<dyn ThreadLock>) -> Self {

@@ -654,9 +654,8 @@ impl Recorder {
         let mut total = self.usage_before;
         total += &run_usage;
         *lock(&self.harness.session.usage) = total;
-        self.harness
-            .emit(HarnessEvent::UsageUpdate { usage: total });
         let saved = serde_json::to_value(total).unwrap_or(Value::Null);
+        // Announced once stored, like messages, so that what a UI saw survives a crash.
         if let Err(error) = self
             .harness
             .update_metadata(|meta| {
@@ -666,6 +665,8 @@ impl Recorder {
         {
             self.harness.emit(storage_error(&error));
         }
+        self.harness
+            .emit(HarnessEvent::UsageUpdate { usage: total });
     }
 }
 

@@ -138,3 +138,18 @@ pub fn drain(events: &mut Subscription) -> Vec<Arc<HarnessEvent>> {
     }
     seen
 }
+
+/// Waits for the first display-state snapshot that `holds` accepts (snapshots are published
+/// just after the events they contain reach subscribers).
+pub async fn display_where(
+    harness: &Harness,
+    holds: impl Fn(&harness_core::display::DisplayState) -> bool,
+) -> Arc<harness_core::display::DisplayState> {
+    let mut snapshots = harness.subscribe_display_state();
+    while let Some(snapshot) = snapshots.next().await {
+        if holds(&snapshot) {
+            return snapshot;
+        }
+    }
+    panic!("the display state stream ended");
+}
