@@ -315,6 +315,7 @@ pub struct HarnessBuilder {
     compose: Vec<ComposeBlock>,
     kernel_config: KernelConfig,
     interactive: Option<bool>,
+    persist_grants: bool,
 }
 
 impl HarnessBuilder {
@@ -343,6 +344,7 @@ impl HarnessBuilder {
             compose: Vec::new(),
             kernel_config: KernelConfig::default(),
             interactive: None,
+            persist_grants: false,
         }
     }
 
@@ -536,6 +538,13 @@ impl HarnessBuilder {
         self
     }
 
+    /// Saves the session grants (`always allow` answers) with the thread, so that they come
+    /// back with it. Off by default: grants then last for the session, across threads.
+    pub fn persist_grants(mut self, persist: bool) -> Self {
+        self.persist_grants = persist;
+        self
+    }
+
     /// Builds the harness, checking modes, state and tools.
     pub fn build(self) -> Result<super::Harness, BuildError> {
         let modes = check_modes(self.modes)?;
@@ -643,6 +652,7 @@ impl HarnessBuilder {
                 category_resolver: self.category_resolver,
                 id_generator: self.id_generator.unwrap_or_else(|| Arc::new(default_id)),
                 interactive: self.interactive,
+                persist_grants: self.persist_grants,
                 session,
                 heartbeats: Heartbeats::new(self.heartbeats),
                 initialized: AtomicBool::new(false),

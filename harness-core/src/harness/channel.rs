@@ -103,17 +103,28 @@ impl HarnessChannel for SessionChannel {
                 reason: "the run was aborted".to_owned(),
             };
         };
-        let mut grants = lock(&self.harness.session.grants);
-        match &answer {
-            ApprovalAnswer::AlwaysAllowTool => {
-                grants.tools.insert(call.name.clone());
+        let granted = {
+            let mut grants = lock(&self.harness.session.grants);
+            let added = match &answer {
+                ApprovalAnswer::AlwaysAllowTool => grants.tools.insert(call.name.clone()),
+                ApprovalAnswer::AlwaysAllowCategory => request
+                    .category
+                    .is_some_and(|category| grants.categories.insert(category)),
+                ApprovalAnswer::Approve | ApprovalAnswer::Decline { .. } => false,
+            };
+            added.then(|| grants.clone())
+        };
+        if let Some(grants) = granted.filter(|_| self.harness.persist_grants) {
+            let saved = serde_json::to_value(grants).unwrap_or(Value::Null);
+            if let Err(error) = self
+                .harness
+                .update_metadata(|meta| {
+                    meta.insert(crate::store::metadata::GRANTS.into(), saved);
+                })
+                .await
+            {
+                self.harness.emit(super::runs::storage_error(&error));
             }
-            ApprovalAnswer::AlwaysAllowCategory => {
-                if let Some(category) = request.category {
-                    grants.categories.insert(category);
-                }
-            }
-            ApprovalAnswer::Approve | ApprovalAnswer::Decline { .. } => {}
         }
         answer
     }

@@ -137,6 +137,7 @@ pub(crate) struct HarnessInner {
     pub(crate) category_resolver: Option<crate::kernel::CategoryResolver>,
     pub(crate) id_generator: Arc<dyn Fn() -> String + Send + Sync>,
     pub(crate) interactive: Option<bool>,
+    pub(crate) persist_grants: bool,
     pub(crate) session: Session,
     pub(crate) heartbeats: heartbeat::Heartbeats,
     pub(crate) initialized: AtomicBool,

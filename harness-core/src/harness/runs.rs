@@ -288,7 +288,7 @@ impl HarnessInner {
         if let Err(error) = self
             .update_metadata(|meta| {
                 meta.insert(
-                    "tasks".into(),
+                    metadata::TASKS.into(),
                     serde_json::to_value(self.session.tasks.tasks()).unwrap_or(Value::Null),
                 );
             })
@@ -342,7 +342,7 @@ impl HarnessInner {
     }
 }
 
-fn storage_error(error: &dyn std::fmt::Display) -> HarnessEvent {
+pub(crate) fn storage_error(error: &dyn std::fmt::Display) -> HarnessEvent {
     HarnessEvent::Error {
         error: format!("storing the thread failed: {error}"),
         error_type: Some("storage".into()),

@@ -277,7 +277,7 @@ impl HarnessInner {
             .and_then(|u| serde_json::from_value(u.clone()).ok())
             .unwrap_or_default();
         let tasks: Vec<TaskItem> = meta
-            .get("tasks")
+            .get(metadata::TASKS)
             .and_then(|t| serde_json::from_value(t.clone()).ok())
             .unwrap_or_default();
         *lock(&self.session.mode_id) = mode.clone();
@@ -285,6 +285,12 @@ impl HarnessInner {
         *lock(&self.session.usage) = usage;
         *lock(&self.session.thread) = Some(record.clone());
         self.session.tasks.restore(tasks);
+        if self.persist_grants {
+            *lock(&self.session.grants) = meta
+                .get(metadata::GRANTS)
+                .and_then(|g| serde_json::from_value(g.clone()).ok())
+                .unwrap_or_default();
+        }
 
         self.emit(HarnessEvent::ThreadChanged {
             thread_id: record.id.clone(),

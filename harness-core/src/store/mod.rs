@@ -284,4 +284,8 @@ pub mod metadata {
     pub const FORKED_SUBAGENT: &str = "forkedSubagent";
     /// The parent thread of a fork.
     pub const PARENT_THREAD: &str = "parentThreadId";
+    /// The session grants, when the harness persists them with the thread.
+    pub const GRANTS: &str = "grants";
+    /// The thread's task list.
+    pub const TASKS: &str = "tasks";
 }

@@ -3,7 +3,8 @@
 //! 1. a per-tool `deny`: absolute, nothing after it can reopen the tool (the verdict is a
 //!    hard deny, and the tool is not even offered to the model);
 //! 2. `yolo` in the session state: allow;
-//! 3. a per-tool `allow` or `ask`;
+//! 3. a per-tool `allow` or `ask` (rules outrank grants: a tool whose rule is `ask` asks even
+//!    after the user allowed it for the session; give the category a policy instead);
 //! 4. a session grant for the tool (the user answered "always allow this tool");
 //! 5. a session grant for the tool's category;
 //! 6. the category's policy;
