@@ -69,7 +69,7 @@ pub use pattern::{IntoPattern, Pattern, PatternError};
 pub use payload::{
     DisplayToolResult, FailureReason, FinishReason, GateDecision, GateVerdict, HealingKind,
     HealingReport, HealingStep, KernelMessage, LifecycleFailure, MemoryContext, ModelRequest,
-    ModelResponse, ObservationStep, RunEnd, RunOutcome, RunStart, StrategyAction,
+    ModelResponse, ObservationStep, RunEnd, RunFailure, RunOutcome, RunStart, StrategyAction,
     StrategyEvaluation, SubagentResult, TerminateDecision, TerminateReason, Thinking, ThreadChange,
     ToolCall, ToolSpec, Usage,
 };

@@ -8,6 +8,7 @@ use harness_tags::{Compose, Pipeline, Plugin, ToolCategory};
 use serde_json::{Map, Value};
 
 use super::heartbeat::{Heartbeat, Heartbeats};
+use super::services::HarnessServices;
 use super::session::Session;
 use super::subagent::subagent_tool;
 use super::{HarnessInner, ModeKernels, default_id};
@@ -569,15 +570,17 @@ impl HarnessBuilder {
 
         let hub = EventHub::with_config(self.event_config);
         let sink_hub = hub.clone();
-        let mut pipeline =
-            Pipeline::builder().error_sink(move |failure: &harness_tags::HandlerFailure| {
+        let services = HarnessServices::default();
+        let mut pipeline = Pipeline::builder().extension(services.clone()).error_sink(
+            move |failure: &harness_tags::HandlerFailure| {
                 sink_hub.emit(HarnessEvent::Error {
                     error: failure.to_string(),
                     error_type: Some("handler_failure".to_owned()),
                     retryable: None,
                     retry_delay_ms: None,
                 });
-            });
+            },
+        );
         for plugin in self.plugins {
             pipeline = pipeline.plugin_arc(plugin);
         }
@@ -620,6 +623,7 @@ impl HarnessBuilder {
 
         let mut build_error = None;
         let inner = Arc::new_cyclic(|weak: &Weak<HarnessInner>| {
+            services.bind(weak.clone());
             let tasks = session.tasks();
             let task_hub = hub.clone();
             tasks.on_change(move |_, tasks| {

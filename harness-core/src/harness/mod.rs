@@ -29,6 +29,7 @@ mod channel;
 mod heartbeat;
 mod modes;
 mod runs;
+mod services;
 mod session;
 mod subagent;
 mod threads;
@@ -47,6 +48,7 @@ pub use channel::ESCALATION;
 pub use harness_tags::RunOutcome;
 pub use heartbeat::Heartbeat;
 pub use runs::{FollowUp, RunSummary};
+pub use services::HarnessServices;
 pub use session::{Grants, Session};
 pub use threads::CloneOptions;
 

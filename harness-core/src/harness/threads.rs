@@ -320,9 +320,28 @@ impl HarnessInner {
         &self,
         change: impl FnOnce(&mut ThreadRecord),
     ) -> Result<(), HarnessError> {
-        let _serial = self.metadata_writes.lock().await;
-        let Some(mut record) = self.session.thread() else {
+        let Some(thread_id) = self.session.thread_id() else {
             return Err(HarnessError::NoThread);
+        };
+        self.update_thread_record(&thread_id, change).await
+    }
+
+    /// Changes a thread's record (the bound one or any other) and persists it, one change at
+    /// a time.
+    pub(crate) async fn update_thread_record(
+        &self,
+        thread_id: &str,
+        change: impl FnOnce(&mut ThreadRecord),
+    ) -> Result<(), HarnessError> {
+        let _serial = self.metadata_writes.lock().await;
+        let bound = self.session.thread().filter(|t| t.id == thread_id);
+        let mut record = match bound {
+            Some(record) => record,
+            None => self
+                .store
+                .thread(thread_id)
+                .await?
+                .ok_or_else(|| HarnessError::ThreadNotFound(thread_id.to_owned()))?,
         };
         change(&mut record);
         record.updated_at = now_ms().max(record.updated_at);

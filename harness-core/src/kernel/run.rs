@@ -19,8 +19,8 @@ use harness_tags::tags::{
 use harness_tags::{
     BaseCtx, EmitOutcome, FailureReason, FinishReason, GateDecision, GateVerdict, KernelMessage,
     KernelState, LifecycleFailure, ModelCtx, ModelRequest, ModelResponse, NudgeCtx,
-    ObservationStep, Phase, RunEnd, RunOutcome, RunStart, Severity, StrategyAction, Tag,
-    TerminateDecision, TerminateReason, ToolCall, ToolCallCtx, ToolCategory, ToolResultCtx,
+    ObservationStep, Phase, RunEnd, RunFailure, RunOutcome, RunStart, Severity, StrategyAction,
+    Tag, TerminateDecision, TerminateReason, ToolCall, ToolCallCtx, ToolCategory, ToolResultCtx,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -1327,7 +1327,14 @@ impl<'k> Run<'k> {
         }
     }
 
-    async fn finish(self, end: End, started: Instant) -> RunResult {
+    async fn finish(mut self, end: End, started: Instant) -> RunResult {
+        // A fail-closed handler that ended the run with a reason (observational memory, a
+        // guard) is reported like the kernel's own failures.
+        if let Some(KernelError::Handler(error)) = &end.error
+            && let Some(failure) = error.failure().error.downcast_ref::<RunFailure>()
+        {
+            self.failure(failure.reason, failure.message.clone()).await;
+        }
         let duration = started.elapsed();
         let run_end = RunEnd {
             run_id: self.run_id.to_string(),

@@ -158,6 +158,14 @@ impl TagError {
     pub fn is<E: StdError + 'static>(&self) -> bool {
         self.inner.source.as_deref().is_some_and(|s| s.is::<E>())
     }
+
+    /// The source error, if it is of type `E`.
+    pub fn downcast_ref<E: StdError + 'static>(&self) -> Option<&E> {
+        self.inner
+            .source
+            .as_deref()
+            .and_then(|s| s.downcast_ref::<E>())
+    }
 }
 
 impl fmt::Debug for TagError {

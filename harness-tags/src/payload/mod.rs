@@ -441,6 +441,42 @@ pub enum FailureReason {
     OmFailure,
 }
 
+/// The error a fail-closed handler returns to end the run as a failure of this reason: the
+/// kernel emits `lifecycle.failure` with it before the run ends (observational memory fails
+/// a run with [`FailureReason::OmFailure`] this way).
+///
+/// ```
+/// use harness_tags::{FailureReason, ModelCtx, ModelRequest, RunFailure, on};
+/// use harness_tags::tags::ModelRequestTag;
+///
+/// let guard = on(ModelRequestTag, |request: &ModelRequest, _: &ModelCtx| {
+///     if request.messages.len() > 10_000 {
+///         return Err(RunFailure::new(FailureReason::OmFailure, "memory is out of date"));
+///     }
+///     Ok(request.clone())
+/// })
+/// .fail_closed();
+/// # let _ = guard;
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RunFailure {
+    /// Why the run fails.
+    pub reason: FailureReason,
+    /// What went wrong, for the user.
+    pub message: String,
+}
+
+impl RunFailure {
+    /// A failure of this reason.
+    pub fn new(reason: FailureReason, message: impl Into<String>) -> Self {
+        RunFailure {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
 /// The agent entered a failure state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

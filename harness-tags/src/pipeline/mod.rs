@@ -140,6 +140,27 @@ pub struct PipelineBuilder {
     plugins: Vec<Arc<dyn Plugin>>,
     sink: Option<Arc<dyn ErrorSink>>,
     tap_queue: TapQueueConfig,
+    extensions: Extensions,
+}
+
+/// Values the host of a pipeline hands to its plugins, one per type (see
+/// [`PipelineBuilder::extension`]).
+#[derive(Default)]
+struct Extensions(Vec<(TypeId, Box<dyn Any + Send + Sync>)>);
+
+impl Extensions {
+    fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
+        let id = TypeId::of::<T>();
+        self.0.retain(|(existing, _)| *existing != id);
+        self.0.push((id, Box::new(value)));
+    }
+
+    fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.0
+            .iter()
+            .find(|(id, _)| *id == TypeId::of::<T>())
+            .and_then(|(_, value)| value.downcast_ref())
+    }
 }
 
 impl fmt::Debug for PipelineBuilder {
@@ -193,6 +214,24 @@ impl PipelineBuilder {
     /// Sets the queue configuration of asynchronous taps that do not set their own.
     pub fn tap_queue(mut self, config: TapQueueConfig) -> Self {
         self.tap_queue = config;
+        self
+    }
+
+    /// Hands a value to the plugins: they read it with [`Pipeline::extension`], typically in
+    /// [`Plugin::start`]. A host (the harness runtime) offers its services this way, so that
+    /// plugins reach storage or models through a public type rather than through globals. One
+    /// value per type; a second replaces the first.
+    ///
+    /// ```
+    /// use harness_tags::Pipeline;
+    ///
+    /// struct Workspace(&'static str);
+    /// let pipeline = Pipeline::builder().extension(Workspace("/srv/app")).build().unwrap();
+    /// assert_eq!(pipeline.extension::<Workspace>().map(|w| w.0), Some("/srv/app"));
+    /// assert!(pipeline.extension::<String>().is_none());
+    /// ```
+    pub fn extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
         self
     }
 
@@ -300,6 +339,7 @@ impl PipelineBuilder {
                 chains: chains.into_boxed_slice(),
                 plugins: self.plugins,
                 queues,
+                extensions: self.extensions,
             }),
         })
     }
@@ -368,6 +408,7 @@ struct Inner {
     chains: Box<[Option<ErasedChain>]>,
     plugins: Vec<Arc<dyn Plugin>>,
     queues: Vec<Arc<dyn AnyQueue>>,
+    extensions: Extensions,
 }
 
 impl fmt::Debug for Pipeline {
@@ -401,6 +442,7 @@ impl Default for Pipeline {
                 chains: Box::new([]),
                 plugins: Vec::new(),
                 queues: Vec::new(),
+                extensions: Extensions::default(),
             }),
         }
     }
@@ -414,6 +456,7 @@ impl Pipeline {
             plugins: Vec::new(),
             sink: None,
             tap_queue: TapQueueConfig::default(),
+            extensions: Extensions::default(),
         }
     }
 
@@ -464,6 +507,11 @@ impl Pipeline {
         for queue in &self.inner.queues {
             queue.flush().await;
         }
+    }
+
+    /// The value of type `T` the host handed over with [`PipelineBuilder::extension`].
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.inner.extensions.get()
     }
 
     /// Runs every plugin's start hook in registration order. If one fails, the plugins
