@@ -1,12 +1,11 @@
 //! [`SqliteStore`] and [`SqliteThreadLock`]: the embedded, durable store and its
 //! cross-process thread lock.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -24,17 +23,30 @@ use super::{
 /// The most batches the writer commits in one transaction.
 pub const MAX_GROUP: usize = 1024;
 
+/// The most rows (messages, or one per other op) a caller commits on its own thread: its
+/// own batch, then whatever other callers queued meanwhile. Larger writes go to the writer
+/// thread, so that a caller blocks its runtime thread for at most about a millisecond.
+const INLINE_ROWS: usize = 256;
+
 /// WAL pages after which the background checkpointer copies the WAL into the database file
 /// (SQLite's own automatic checkpoint, off on the write connection, would run at 1,000, on
 /// the committing thread). A checkpoint `fsync`s the WAL and the file; appends rewrite the
 /// same few pages, so a longer WAL copies each of them once for more commits.
+#[cfg(not(test))]
 const CHECKPOINT_PAGES: u32 = 10_000;
+#[cfg(test)]
+const CHECKPOINT_PAGES: u32 = 100;
 
 /// WAL pages at which the writer copies what the background checkpointer has not yet copied
-/// itself, so that the next transaction starts the WAL over: under a steady stream of
-/// appends, the background passes never copy the last frames, and the WAL would grow without
-/// bound. The WAL stays under about 80 MB; after a crash, the next open reads it.
+/// itself (unless a background pass is under way), so that the next transaction starts the
+/// WAL over: under a steady stream of appends, the background passes never copy the last
+/// frames, and the WAL would grow without bound.
 const CHECKPOINT_LIMIT: u32 = 2 * CHECKPOINT_PAGES;
+
+/// WAL pages at which the writer waits for a background pass under way to end, then copies
+/// the rest: the bound on the WAL (about 160 MB) when the disk cannot keep up. After a crash,
+/// the next open reads the WAL.
+const CHECKPOINT_HARD_LIMIT: u32 = 4 * CHECKPOINT_PAGES;
 
 /// Prepared statements kept per connection (the writer uses about 20).
 const STATEMENT_CACHE: usize = 32;
@@ -190,9 +202,8 @@ pub struct SqliteStore {
 struct Shared {
     path: PathBuf,
     options: SqliteOptions,
-    /// The writer's queue (`None` only while dropping).
-    sender: Option<Sender<Request>>,
-    writer: Option<JoinHandle<()>>,
+    writer: Arc<Writer>,
+    writer_thread: Option<JoinHandle<()>>,
     checkpoints: Arc<Checkpoints>,
     checkpointer: Option<JoinHandle<()>>,
     readers: Mutex<Vec<Connection>>,
@@ -208,11 +219,244 @@ impl Drop for Shared {
         if let Some(checkpointer) = self.checkpointer.take() {
             let _ = checkpointer.join();
         }
-        // Closing the queue ends the writer once it has committed what is queued.
-        self.sender = None;
-        if let Some(writer) = self.writer.take() {
+        // The writer thread ends once it has committed what it was handed.
+        self.writer.queue().closing = true;
+        self.writer.wake.notify_one();
+        if let Some(writer) = self.writer_thread.take() {
             let _ = writer.join();
         }
+    }
+}
+
+/// The write side: the one write connection, and the batches waiting for it.
+///
+/// Whoever holds the *lease* (`Queue::busy`) commits: a caller of `write` on its own thread
+/// (see [`Writer::lead`]), or the writer thread once handed the lease. Everyone else queues.
+/// The lease passes on or is released only under the queue's lock, after a look at the
+/// queue: while anything is queued, someone holds the lease, so no batch is left behind.
+#[derive(Debug)]
+struct Writer {
+    path: PathBuf,
+    /// How long the writer thread waits for another process's lock on the file.
+    busy_timeout: Duration,
+    /// Locked by the lease holder only (so never contended; it makes the connection `Sync`).
+    conn: Mutex<WriteConn>,
+    queue: Mutex<Queue>,
+    /// Wakes the writer thread when it is handed the lease or the store closes.
+    wake: Condvar,
+    /// Frames in the WAL after the last commit, as the connection's WAL hook saw them.
+    frames: Arc<AtomicU32>,
+    checkpoints: Arc<Checkpoints>,
+}
+
+/// The write connection, with the busy timeout it is set to.
+#[derive(Debug)]
+struct WriteConn {
+    conn: Connection,
+    /// Whether a lock held by another process is waited for (the writer thread) or
+    /// reported at once (a caller committing on its own thread).
+    waits: bool,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    /// The lease: someone is committing, and will serve what is queued.
+    busy: bool,
+    /// The writer thread has been handed the lease.
+    handed: bool,
+    /// The store is closing: the writer thread ends once idle.
+    closing: bool,
+    waiting: VecDeque<Request>,
+}
+
+impl Queue {
+    /// The next group: queued batches from the front, at most [`MAX_GROUP`] of them and, if
+    /// `rows` is given, at most that many rows (maybe none).
+    fn take_group(&mut self, rows: Option<usize>) -> Vec<Request> {
+        let mut group = Vec::new();
+        let mut budget = rows.unwrap_or(usize::MAX);
+        while group.len() < MAX_GROUP {
+            match self.waiting.front() {
+                Some(request) if request.rows <= budget => {
+                    budget -= request.rows;
+                    group.extend(self.waiting.pop_front());
+                }
+                _ => break,
+            }
+        }
+        group
+    }
+}
+
+/// The lease, held: on drop (after the last group, or on a panic) it is released if
+/// nothing is queued, else handed to the writer thread.
+struct Lease<'a> {
+    writer: &'a Writer,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let mut queue = self.writer.queue();
+        if queue.waiting.is_empty() {
+            queue.busy = false;
+        } else {
+            queue.handed = true;
+            self.writer.wake.notify_one();
+        }
+    }
+}
+
+impl Writer {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        // Every change to the queue is whole under the lock: a poisoned lock guards a valid
+        // queue.
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn conn(&self) -> MutexGuard<'_, WriteConn> {
+        // A panic mid-transaction leaves it open: `begin` rolls it back.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `request` if someone holds the lease; else takes the lease and gives the
+    /// request back, for the caller to [`lead`](Self::lead).
+    fn enqueue(&self, request: Request) -> Option<Request> {
+        let mut queue = self.queue();
+        if queue.busy {
+            queue.waiting.push_back(request);
+            None
+        } else {
+            queue.busy = true;
+            Some(request)
+        }
+    }
+
+    /// With the lease: commits `first` on the calling thread, then what other callers
+    /// queued meanwhile, in groups, within [`INLINE_ROWS`] rows; leaves the rest, and any
+    /// wait for another process's lock on the file, to the writer thread.
+    ///
+    /// This blocks the caller's thread (a runtime thread, from `write`) for the commits:
+    /// about 30 us for one message on a small VM. The writer thread would cost as much again
+    /// to wake up and to wake the caller back.
+    fn lead(&self, first: Request) {
+        let lease = Lease { writer: self };
+        if first.rows > INLINE_ROWS {
+            // Dropping the lease hands the batch to the writer thread.
+            self.queue().waiting.push_front(first);
+            return;
+        }
+        let mut budget = INLINE_ROWS - first.rows;
+        let mut group = vec![first];
+        loop {
+            if let Err(group) = self.commit(group, false) {
+                // Another process is writing: the writer thread waits for it.
+                let mut queue = self.queue();
+                for request in group.into_iter().rev() {
+                    queue.waiting.push_front(request);
+                }
+                break;
+            }
+            let mut queue = self.queue();
+            group = queue.take_group(Some(budget));
+            if group.is_empty() {
+                break;
+            }
+            budget -= group.iter().map(|request| request.rows).sum::<usize>();
+        }
+        drop(lease);
+    }
+
+    /// The writer thread: waits to be handed the lease, then commits group after group
+    /// until the queue is empty.
+    fn serve(&self) {
+        loop {
+            {
+                let mut queue = self.queue();
+                while !queue.handed && !queue.closing {
+                    queue = self
+                        .wake
+                        .wait(queue)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                if !queue.handed {
+                    return;
+                }
+                queue.handed = false;
+            }
+            let lease = Lease { writer: self };
+            loop {
+                let group = self.queue().take_group(None);
+                if group.is_empty() {
+                    break;
+                }
+                // Waiting for the file's lock, the commit never gives the group back. Should
+                // it panic, its callers are told the writer stopped (their replies are
+                // dropped) and the thread goes on with the rest.
+                let commit = std::panic::AssertUnwindSafe(|| self.commit(group, true));
+                let _ = std::panic::catch_unwind(commit);
+            }
+            drop(lease);
+        }
+    }
+
+    /// Commits `group` in one transaction and answers its callers. Without `wait`, gives
+    /// the group back untouched if another connection holds the file's write lock.
+    fn commit(&self, group: Vec<Request>, wait: bool) -> Result<(), Vec<Request>> {
+        let mut guard = self.conn();
+        let write = &mut *guard;
+        if write.waits != wait {
+            let timeout = if wait {
+                self.busy_timeout
+            } else {
+                Duration::ZERO
+            };
+            if let Err(error) = write.conn.busy_timeout(timeout) {
+                answer(group, &Err(sql_error(&self.path, error)));
+                return Ok(());
+            }
+            write.waits = wait;
+        }
+        let conn = &write.conn;
+        match begin(conn, &self.path) {
+            Ok(true) => {}
+            Ok(false) if !wait => return Err(group),
+            Ok(false) => {
+                let error = StoreError::Backend(format!(
+                    "`{}` stayed locked by another process for {:?}",
+                    self.path.display(),
+                    self.busy_timeout
+                ));
+                answer(group, &Err(error));
+                return Ok(());
+            }
+            Err(error) => {
+                answer(group, &Err(error));
+                return Ok(());
+            }
+        }
+        let results = match commit_group(conn, &self.path, &group) {
+            Ok(results) => results,
+            Err(error) => {
+                if !conn.is_autocommit() {
+                    let _ = run(conn, &self.path, "ROLLBACK");
+                }
+                vec![Err(error); group.len()]
+            }
+        };
+        for (request, result) in group.into_iter().zip(results) {
+            // The caller may have stopped waiting; the write stands either way.
+            let _ = request.reply.send(result);
+        }
+        self.checkpoints
+            .after_commit(conn, &self.path, self.frames.load(Ordering::Relaxed));
+        Ok(())
+    }
+}
+
+/// Answers every caller of `group` with `result`.
+fn answer(group: Vec<Request>, result: &Result<(), StoreError>) {
+    for request in group {
+        let _ = request.reply.send(result.clone());
     }
 }
 
@@ -220,7 +464,10 @@ impl Drop for Shared {
 #[derive(Debug, Default)]
 struct Checkpoints {
     state: Mutex<CheckpointState>,
+    /// Wakes the checkpointer.
     wake: Condvar,
+    /// Wakes a writer waiting for a pass to end.
+    idle: Condvar,
 }
 
 #[derive(Debug, Default)]
@@ -251,6 +498,14 @@ impl Checkpoints {
             return;
         }
         let mut state = self.state();
+        if state.running && frames >= CHECKPOINT_HARD_LIMIT {
+            while state.running {
+                state = self
+                    .idle
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
         if state.running {
             return;
         }
@@ -308,6 +563,7 @@ fn checkpoint_loop(path: &Path, synchronous: &str, checkpoints: &Checkpoints) {
             tracing::warn!(%error, "background SQLite checkpoint failed");
         }
         checkpoints.state().running = false;
+        checkpoints.idle.notify_all();
     }
 }
 
@@ -330,7 +586,31 @@ fn open_checkpointer(path: &Path, synchronous: &str) -> Result<Connection, Store
 /// One caller's batch, on its way to the writer.
 struct Request {
     ops: Vec<Op>,
+    /// Messages, plus one for every other op: a measure of the time to commit it.
+    rows: usize,
     reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+impl Request {
+    fn new(ops: Vec<Op>, reply: oneshot::Sender<Result<(), StoreError>>) -> Self {
+        let rows = ops
+            .iter()
+            .map(|op| match op {
+                Op::Append { messages, .. } => messages.len().max(1),
+                _ => 1,
+            })
+            .sum();
+        Self { ops, rows, reply }
+    }
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("ops", &self.ops.len())
+            .field("rows", &self.rows)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A [`WriteOp`] with its JSON already serialized (by the caller, off the writer thread).
@@ -698,16 +978,23 @@ impl SqliteStore {
                 .spawn(move || checkpoint_loop(&path, synchronous, &checkpoints))
                 .map_err(|error| spawn_failed("checkpointer", error))?
         };
-        let (sender, receiver) = mpsc::channel();
-        let writer = {
-            let path = path.clone();
-            let checkpoints = Arc::clone(&checkpoints);
+        let writer = Arc::new(Writer {
+            path: path.clone(),
+            busy_timeout: options.busy_timeout,
+            conn: Mutex::new(WriteConn { conn, waits: true }),
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            frames,
+            checkpoints: Arc::clone(&checkpoints),
+        });
+        let writer_thread = {
+            let writer = Arc::clone(&writer);
             std::thread::Builder::new()
                 .name("harness-sqlite-writer".to_owned())
-                .spawn(move || write_loop(&conn, &path, &receiver, &frames, &checkpoints))
+                .spawn(move || writer.serve())
         };
-        let writer = match writer {
-            Ok(writer) => writer,
+        let writer_thread = match writer_thread {
+            Ok(writer_thread) => writer_thread,
             Err(error) => {
                 checkpoints.stop();
                 let _ = checkpointer.join();
@@ -718,8 +1005,8 @@ impl SqliteStore {
             shared: Arc::new(Shared {
                 path,
                 options,
-                sender: Some(sender),
-                writer: Some(writer),
+                writer,
+                writer_thread: Some(writer_thread),
                 checkpoints,
                 checkpointer: Some(checkpointer),
                 readers: Mutex::new(Vec::new()),
@@ -793,36 +1080,20 @@ impl Shared {
     }
 }
 
-/// The writer thread: takes a batch, drains the queue behind it, commits the group.
-fn write_loop(
-    conn: &Connection,
-    path: &Path,
-    receiver: &Receiver<Request>,
-    frames: &AtomicU32,
-    checkpoints: &Checkpoints,
-) {
-    while let Ok(first) = receiver.recv() {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
-            match receiver.try_recv() {
-                Ok(request) => group.push(request),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-            }
-        }
-        let results = match commit_group(conn, path, &group) {
-            Ok(results) => results,
-            Err(error) => {
-                if !conn.is_autocommit() {
-                    let _ = run(conn, path, "ROLLBACK");
-                }
-                vec![Err(error); group.len()]
-            }
-        };
-        for (request, result) in group.into_iter().zip(results) {
-            // The caller may have stopped waiting; the write stands either way.
-            let _ = request.reply.send(result);
-        }
-        checkpoints.after_commit(conn, path, frames.load(Ordering::Relaxed));
+/// Opens the write transaction: `Ok(false)` if another connection holds the file's write
+/// lock (after the busy timeout, if the connection waits).
+fn begin(conn: &Connection, path: &Path) -> Result<bool, StoreError> {
+    if !conn.is_autocommit() {
+        // Left open by a panic in the middle of a group.
+        run(conn, path, "ROLLBACK")?;
+    }
+    match conn
+        .prepare_cached("BEGIN IMMEDIATE")
+        .and_then(|mut statement| statement.execute([]))
+    {
+        Ok(_) => Ok(true),
+        Err(error) if error.sqlite_error_code() == Some(ErrorCode::DatabaseBusy) => Ok(false),
+        Err(error) => Err(sql_error(path, error)),
     }
 }
 
@@ -835,15 +1106,14 @@ fn run(conn: &Connection, path: &Path, sql: &str) -> Result<(), StoreError> {
         .map_err(|error| sql_error(path, error))
 }
 
-/// Commits a group of batches in one transaction, each in a savepoint when there are
-/// several. `Err` means the whole transaction failed (every batch fails with it); `Ok`
-/// holds each batch's own outcome, and the successful ones are committed.
+/// Commits a group of batches in the transaction [`begin`] opened, each in a savepoint
+/// when there are several. `Err` means the whole transaction failed (every batch fails with
+/// it); `Ok` holds each batch's own outcome, and the successful ones are committed.
 fn commit_group(
     conn: &Connection,
     path: &Path,
     group: &[Request],
 ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
-    run(conn, path, "BEGIN IMMEDIATE")?;
     if let [only] = group {
         let result = apply_all(conn, path, &only.ops);
         if result.is_err() {
@@ -1075,9 +1345,14 @@ impl Store for SqliteStore {
                 self.shared.path.display()
             ))
         };
-        let sender = self.shared.sender.as_ref().ok_or_else(stopped)?;
-        let (reply, answer) = oneshot::channel();
-        sender.send(Request { ops, reply }).map_err(|_| stopped())?;
+        let (reply, mut answer) = oneshot::channel();
+        let request = Request::new(ops, reply);
+        if let Some(request) = self.shared.writer.enqueue(request) {
+            self.shared.writer.lead(request);
+            if let Ok(result) = answer.try_recv() {
+                return result;
+            }
+        }
         answer.await.map_err(|_| stopped())?
     }
 
@@ -1387,9 +1662,24 @@ mod tests {
 
     fn request(ops: Vec<WriteOp>) -> Request {
         let (reply, _answer) = oneshot::channel();
-        Request {
-            ops: ops.into_iter().map(|op| Op::prepare(op).unwrap()).collect(),
+        Request::new(
+            ops.into_iter().map(|op| Op::prepare(op).unwrap()).collect(),
             reply,
+        )
+    }
+
+    fn append(thread_id: &str, ids: std::ops::Range<usize>) -> WriteOp {
+        WriteOp::AppendMessages {
+            thread_id: thread_id.into(),
+            messages: ids
+                .map(|i| StoredMessage {
+                    id: format!("{thread_id}-{i}"),
+                    thread_id: thread_id.into(),
+                    created_at: 1,
+                    run_id: None,
+                    message: KernelMessage::user(format!("#{i}")),
+                })
+                .collect(),
         }
     }
 
@@ -1418,6 +1708,7 @@ mod tests {
             request(vec![create("b"), create("a")]),
             request(vec![create("c")]),
         ];
+        assert!(begin(&conn, &path).unwrap());
         let results = commit_group(&conn, &path, &group).unwrap();
         assert_eq!(
             results,
@@ -1435,6 +1726,102 @@ mod tests {
             .map(|t| t.id)
             .collect();
         assert_eq!(ids, ["c", "a"]);
+    }
+
+    /// A write queued while someone holds the lease is committed by the holder before it lets
+    /// go (or by the writer thread): never left behind.
+    #[tokio::test]
+    async fn a_write_queued_behind_the_lease_holder_is_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("lease.db")).unwrap();
+        store.write(vec![create("t")]).await.unwrap();
+        let writer = &store.shared.writer;
+
+        // Hold the lease, as a caller in the middle of its commit does.
+        let first = writer.enqueue(request(vec![append("t", 0..1)])).unwrap();
+        let queued = tokio::spawn({
+            let store = store.clone();
+            async move { store.write(vec![append("t", 1..3)]).await }
+        });
+        while writer.queue().waiting.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        writer.lead(first);
+        queued.await.unwrap().unwrap();
+        assert!(!writer.queue().busy, "the lease is released");
+
+        // A batch over the inline budget, queued behind the holder: the writer thread
+        // commits it.
+        let first = writer.enqueue(request(vec![append("t", 3..4)])).unwrap();
+        let big = tokio::spawn({
+            let store = store.clone();
+            async move { store.write(vec![append("t", 4..(5 + INLINE_ROWS))]).await }
+        });
+        while writer.queue().waiting.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        writer.lead(first);
+        big.await.unwrap().unwrap();
+
+        let ids: Vec<String> = store
+            .messages("t")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        let expected: Vec<String> = (0..5 + INLINE_ROWS).map(|i| format!("t-{i}")).collect();
+        assert_eq!(ids, expected);
+    }
+
+    /// While another connection (another process) holds the file's write lock, a write does
+    /// not block its runtime thread: the writer thread waits for the lock.
+    #[tokio::test]
+    async fn a_write_waits_for_another_writer_off_the_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("busy.db");
+        let store = SqliteStore::open(&path).unwrap();
+        store.write(vec![create("t")]).await.unwrap();
+
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let write = tokio::spawn({
+            let store = store.clone();
+            async move { store.write(vec![append("t", 0..1)]).await }
+        });
+        // This task runs (on the same runtime thread) while the write waits.
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(!write.is_finished());
+        other.execute_batch("COMMIT").unwrap();
+        write.await.unwrap().unwrap();
+        // The writer thread lets go of the lease once the queue is empty.
+        while store.shared.writer.queue().busy {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        store.write(vec![append("t", 1..2)]).await.unwrap();
+        assert_eq!(store.messages("t").await.unwrap().len(), 2);
+    }
+
+    /// Under a steady stream of appends the checkpoints keep the WAL bounded: the background
+    /// passes copy it, the writer copies the last frames and the WAL starts over.
+    #[tokio::test]
+    async fn the_wal_stays_bounded_under_a_steady_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.db");
+        let store = SqliteStore::open(&path).unwrap();
+        store.write(vec![create("t")]).await.unwrap();
+        let wal = dir.path().join("wal.db-wal");
+        let frame = 4096 + 24;
+        let frames = u64::from(CHECKPOINT_HARD_LIMIT);
+        for i in 0..frames as usize * 3 {
+            store.write(vec![append("t", i..i + 1)]).await.unwrap();
+            let size = std::fs::metadata(&wal).unwrap().len();
+            assert!(size < (frames + 8) * frame, "the WAL grew to {size} bytes");
+        }
+        assert!(std::fs::metadata(&path).unwrap().len() > 8 * 4096);
     }
 
     #[test]
