@@ -56,9 +56,13 @@ const APPLICATION_ID: i64 = 0x4852_4E53;
 
 /// The migrations, in order: entry `i` brings the schema to version `i + 1`.
 const MIGRATIONS: &[&str] = &[
-    // v1: threads, messages, plugin records.
+    // v1: threads, messages, plugin records. A thread's `key` numbers it for good
+    // (AUTOINCREMENT: never reused); a message's `key` is its thread's key times 2^32 plus
+    // its place in the thread (see `message_keys`), so that one b-tree orders messages by
+    // thread and append order, and a message costs two b-trees (the table, its id index).
     "CREATE TABLE threads (
-         id TEXT PRIMARY KEY NOT NULL,
+         key INTEGER PRIMARY KEY AUTOINCREMENT,
+         id TEXT NOT NULL UNIQUE,
          resource_id TEXT NOT NULL,
          title TEXT,
          created_at INTEGER NOT NULL,
@@ -68,14 +72,12 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX threads_by_resource ON threads (resource_id, updated_at);
      CREATE INDEX threads_by_updated ON threads (updated_at);
      CREATE TABLE messages (
-         seq INTEGER PRIMARY KEY,
+         key INTEGER PRIMARY KEY,
          id TEXT NOT NULL UNIQUE,
-         thread_id TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
          created_at INTEGER NOT NULL,
          run_id TEXT,
          message TEXT NOT NULL
      );
-     CREATE INDEX messages_by_thread ON messages (thread_id, seq);
      CREATE TABLE records (
          namespace TEXT NOT NULL,
          key TEXT NOT NULL,
@@ -1144,12 +1146,25 @@ fn commit_group(
     Ok(results)
 }
 
+/// The message keys of the thread with key `thread`: its first and last possible.
+fn message_keys(thread: i64, path: &Path) -> Result<(i64, i64), StoreError> {
+    // Thread keys count the threads ever created: 2^31 of them would take a thread a
+    // millisecond for 68 years.
+    match thread.checked_mul(1 << 32) {
+        Some(first) if thread > 0 => Ok((first, first | 0xFFFF_FFFF)),
+        _ => Err(StoreError::Backend(format!(
+            "`{}`: thread key {thread} is out of range",
+            path.display()
+        ))),
+    }
+}
+
 /// Applies one batch's ops, in order, stopping at the first failure.
 fn apply_all(conn: &Connection, path: &Path, ops: &[Op]) -> Result<(), StoreError> {
     let sql = |error| sql_error(path, error);
-    let thread_exists = |id: &str| -> Result<bool, StoreError> {
-        conn.prepare_cached("SELECT 1 FROM threads WHERE id = ?1")
-            .and_then(|mut statement| statement.exists([id]))
+    let thread_key = |id: &str| -> Result<Option<i64>, StoreError> {
+        conn.prepare_cached("SELECT key FROM threads WHERE id = ?1")
+            .and_then(|mut statement| statement.query_row([id], |row| row.get(0)).optional())
             .map_err(sql)
     };
     for op in ops {
@@ -1202,33 +1217,61 @@ fn apply_all(conn: &Connection, path: &Path, ops: &[Op]) -> Result<(), StoreErro
                 }
             }
             Op::DeleteThread { id } => {
-                // Messages and thread-bound records go with it (ON DELETE CASCADE).
-                let deleted = conn
-                    .prepare_cached("DELETE FROM threads WHERE id = ?1")
-                    .and_then(|mut statement| statement.execute([id]))
-                    .map_err(sql)?;
-                if deleted == 0 {
+                let Some(thread) = thread_key(id)? else {
                     return Err(StoreError::ThreadNotFound(id.clone()));
-                }
+                };
+                let (first, last) = message_keys(thread, path)?;
+                conn.prepare_cached("DELETE FROM messages WHERE key BETWEEN ?1 AND ?2")
+                    .and_then(|mut statement| statement.execute([first, last]))
+                    .map_err(sql)?;
+                // Thread-bound records go with it (ON DELETE CASCADE).
+                conn.prepare_cached("DELETE FROM threads WHERE key = ?1")
+                    .and_then(|mut statement| statement.execute([thread]))
+                    .map_err(sql)?;
             }
             Op::Append {
                 thread_id,
                 messages,
             } => {
-                if !thread_exists(thread_id)? {
+                let Some(thread) = thread_key(thread_id)? else {
                     return Err(StoreError::ThreadNotFound(thread_id.clone()));
+                };
+                if messages.is_empty() {
+                    continue;
                 }
+                // After the thread's last message: the right edge of its key range, one
+                // descent of the table's b-tree.
+                let (first, last) = message_keys(thread, path)?;
+                let mut key: i64 = conn
+                    .prepare_cached(
+                        "SELECT key FROM messages WHERE key BETWEEN ?1 AND ?2 \
+                         ORDER BY key DESC LIMIT 1",
+                    )
+                    .and_then(|mut statement| {
+                        statement
+                            .query_row([first, last], |row| row.get(0))
+                            .optional()
+                    })
+                    .map_err(sql)?
+                    .unwrap_or(first);
                 let mut statement = conn
                     .prepare_cached(
-                        "INSERT INTO messages (id, thread_id, created_at, run_id, message) \
+                        "INSERT INTO messages (key, id, created_at, run_id, message) \
                          VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (id) DO NOTHING",
                     )
                     .map_err(sql)?;
                 for message in messages {
+                    if key == last {
+                        return Err(StoreError::Backend(format!(
+                            "`{}`: thread `{thread_id}` holds as many messages as it can",
+                            path.display()
+                        )));
+                    }
+                    key += 1;
                     let inserted = statement
                         .execute(params![
+                            key,
                             message.id,
-                            thread_id,
                             message.created_at,
                             message.run_id,
                             message.json
@@ -1246,7 +1289,7 @@ fn apply_all(conn: &Connection, path: &Path, ops: &[Op]) -> Result<(), StoreErro
                 value,
             } => {
                 if let Some(thread_id) = thread_id
-                    && !thread_exists(thread_id)?
+                    && thread_key(thread_id)?.is_none()
                 {
                     return Err(StoreError::ThreadNotFound(thread_id.clone()));
                 }
@@ -1409,8 +1452,9 @@ impl Store for SqliteStore {
             let sql = |error| sql_error(path, error);
             let mut statement = conn
                 .prepare_cached(
-                    "SELECT id, created_at, run_id, message FROM messages WHERE thread_id = ?1 \
-                     ORDER BY seq",
+                    "SELECT m.id, m.created_at, m.run_id, m.message FROM threads AS t \
+                     JOIN messages AS m ON m.key BETWEEN t.key << 32 AND (t.key << 32) + \
+                     0xFFFFFFFF WHERE t.id = ?1 ORDER BY m.key",
                 )
                 .map_err(sql)?;
             let rows = statement.query([&thread_id]).map_err(sql)?;
@@ -1822,6 +1866,53 @@ mod tests {
             assert!(size < (frames + 8) * frame, "the WAL grew to {size} bytes");
         }
         assert!(std::fs::metadata(&path).unwrap().len() > 8 * 4096);
+    }
+
+    /// Messages live in their thread's key range; a thread created after a deletion gets a
+    /// new key, even under a deleted thread's id, and starts empty.
+    #[tokio::test]
+    async fn thread_keys_are_not_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.db");
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .write(vec![create("a"), create("b"), append("b", 0..3)])
+            .await
+            .unwrap();
+        let delete = WriteOp::DeleteThread {
+            thread_id: "b".into(),
+        };
+        store.write(vec![delete]).await.unwrap();
+        store
+            .write(vec![create("b"), append("b", 3..4)])
+            .await
+            .unwrap();
+        let ids: Vec<String> = store
+            .messages("b")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(ids, ["b-3"]);
+
+        let conn = Connection::open(&path).unwrap();
+        let keys: Vec<(String, i64)> = conn
+            .prepare("SELECT id, key FROM threads ORDER BY key")
+            .unwrap()
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(keys, [("a".to_owned(), 1), ("b".to_owned(), 3)]);
+        let message_keys: Vec<i64> = conn
+            .prepare("SELECT key FROM messages")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(message_keys, [(3 << 32) + 1]);
     }
 
     #[test]
