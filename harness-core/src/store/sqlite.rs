@@ -1388,6 +1388,9 @@ impl Store for SqliteStore {
                 self.shared.path.display()
             ))
         };
+        // A write committed inline completes without yielding: a task writing in a loop
+        // yields to the others on its runtime thread when its budget runs out.
+        tokio::task::coop::consume_budget().await;
         let (reply, mut answer) = oneshot::channel();
         let request = Request::new(ops, reply);
         if let Some(request) = self.shared.writer.enqueue(request) {
