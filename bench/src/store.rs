@@ -2,8 +2,12 @@
 //!
 //! Over a temporary file (removed afterwards):
 //! - single appends: one message per `write`, each awaited before the next, from one task:
-//!   the group commit's worst case, one transaction per message;
-//! - concurrent appends: the same from 16 tasks at once, which the writer groups;
+//!   one transaction per message, committed on the task's own thread (the write connection
+//!   is free every time);
+//! - concurrent appends: the same from 16 tasks at once on one current-thread runtime. Each
+//!   write commits within one poll of its task, so the tasks take turns rather than queue up
+//!   together, and the figure is about the single one (the writer groups queued writes only
+//!   when writers run on several threads);
 //! - batched appends: 100 messages per `write`;
 //! - resume: open the file afresh, then `thread` and `messages` of a 10,000-message thread.
 //!
@@ -11,13 +15,20 @@
 //! process being killed, not a power loss). Single appends are also measured with
 //! `Durability::PowerLoss` (an `fsync` per commit), for comparison.
 //!
-//! Where the time goes, measured on the project's 2-core VM with rusqlite alone (no harness
-//! code): a transaction that inserts one message into this schema takes about 50 us, 70% of
-//! it in the kernel: each dirty page is two `pwrite`s into the WAL (a message dirties the
-//! table and its two indexes, by thread and by id) and each transaction takes and drops six
-//! `fcntl` locks on the shared-memory index. Handing a write to the writer thread and the
-//! answer back costs about 14 us more. So one task awaiting one message at a time tops out
-//! near 15,000 per second there; batches and concurrent writers share those costs.
+//! Where the time goes, measured on the project's 2-core VM. With rusqlite alone (no harness
+//! code), a transaction that inserts one message took 53 us in the first schema (three
+//! b-trees per message: the table, an index by thread, the unique index on ids) with SQLite's
+//! automatic checkpoint, run by the committing thread every 10,000 WAL pages: its `fsync`s
+//! came to 22 us per transaction, so 31 us without them. The store now checkpoints on a
+//! background thread, and messages live in one rowid table keyed by thread and place (two
+//! b-trees): 24 us per transaction, more than half of it in the kernel. Each dirty page is two
+//! `pwrite`s into the WAL (frame header, page), and each transaction takes and drops six
+//! `fcntl` locks on the shared-memory index: 4 `pwrite`s and 6 `fcntl`s per message, which
+//! only batching shares. The harness adds a few microseconds (serializing the message,
+//! the lease on the write connection): handing each write to a writer thread and the answer
+//! back cost 14 us more, which committing on the caller's thread saves. One task awaiting one
+//! message at a time reaches about 30,000 per second there, 100-message batches about
+//! 330,000 messages per second.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! Storage: one conformance suite run against `MemoryStore` and `SqliteStore`; the SQLite
-//! store's files (reopen, garbage, damaged, foreign, too new), concurrent writers and a
-//! SIGKILL in the middle of appends; thread locks within a process and across processes.
+//! store's files (reopen, garbage, damaged, foreign, too new), concurrent writers, two
+//! processes appending to one file and a SIGKILL in the middle of appends; thread locks
+//! within a process and across processes.
 //!
 //! The cross-process cases re-run this test binary as a child: `child_process_entry_point`
 //! does nothing unless `HARNESS_STORE_CHILD` names a role, and then plays it.
@@ -992,6 +993,36 @@ async fn acknowledged_appends_survive_sigkill() {
     let messages = store.messages("t1").await.unwrap();
     assert!(messages.len() > last, "{} <= {last}", messages.len());
     for (i, message) in messages.iter().enumerate() {
+        assert_eq!(message.id, format!("m{i}"));
+    }
+}
+
+/// Two processes append to one file at once, each waiting for the other's write lock when
+/// it must: nothing acknowledged is lost, and each thread keeps its order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_append_to_one_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("harness.db");
+    let store = SqliteStore::open(&db).unwrap();
+    store.write(create(thread("p", "r1", 1))).await.unwrap();
+    let (child, mut reports) = spawn_child("append", &db, "c");
+    assert_eq!(next_report(&mut reports).unwrap(), "acked 0");
+
+    let writes = 500;
+    for i in 0..writes {
+        let m = message(&format!("p{i}"), "p", "parent");
+        store.write(vec![append("p", vec![m])]).await.unwrap();
+    }
+    let report = next_report(&mut reports).unwrap();
+    let last: usize = report.strip_prefix("acked ").unwrap().parse().unwrap();
+    kill(child);
+
+    let parent = store.messages("p").await.unwrap();
+    let expected: Vec<String> = (0..writes).map(|i| format!("p{i}")).collect();
+    assert_eq!(message_ids(&parent), expected);
+    let child = store.messages("c").await.unwrap();
+    assert!(child.len() > last, "{} <= {last}", child.len());
+    for (i, message) in child.iter().enumerate() {
         assert_eq!(message.id, format!("m{i}"));
     }
 }

@@ -7,10 +7,13 @@
 //!
 //! # Implementations
 //! - [`MemoryStore`] and [`MemoryThreadLock`]: in memory, for tests and throwaway harnesses.
-//! - [`SqliteStore`] (feature `sqlite`, on by default): one SQLite file in WAL mode, written by
-//!   one writer thread that commits whatever is queued in one transaction (group commit), read
-//!   through a pool of read connections. Acknowledged writes survive the process being killed.
-//!   A file that is not a harness store gives [`StoreError::Corrupt`] naming it.
+//! - [`SqliteStore`] (feature `sqlite`, on by default): one SQLite file in WAL mode with one
+//!   write connection. A write that finds it free commits on the calling thread (tens of
+//!   microseconds for a few messages), then commits what other writers queued meanwhile in one
+//!   transaction (group commit); large writes, and waits for another process's lock, go to a
+//!   writer thread. Checkpoints run on a background thread; reads go through a pool of read
+//!   connections. Acknowledged writes survive the process being killed. A file that is not a
+//!   harness store gives [`StoreError::Corrupt`] naming it.
 //! - [`SqliteThreadLock`] (feature `sqlite`): one operating-system file lock per thread in
 //!   `<db>.locks/`, so two processes cannot own one thread, and a lock left by a process that
 //!   died is released by the operating system.
