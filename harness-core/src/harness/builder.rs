@@ -626,10 +626,16 @@ impl HarnessBuilder {
             services.bind(weak.clone());
             let tasks = session.tasks();
             let task_hub = hub.clone();
+            let task_harness = weak.clone();
             tasks.on_change(move |_, tasks| {
-                task_hub.emit(HarnessEvent::TaskUpdated {
+                let event = HarnessEvent::TaskUpdated {
                     tasks: tasks.to_vec(),
-                });
+                };
+                match task_harness.upgrade() {
+                    // After the `task_write` call that changed the list, for user interfaces.
+                    Some(harness) => harness.emit_in_order(event),
+                    None => task_hub.emit(event),
+                }
             });
             let (kernels, subagent_kernels) = match parts.build(&modes, weak, &session) {
                 Ok(kernels) => kernels,

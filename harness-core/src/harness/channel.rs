@@ -38,7 +38,7 @@ impl SessionChannel {
             resume_schema: suspension.resume_schema.clone(),
             reply,
         });
-        self.harness.emit(HarnessEvent::ToolSuspended {
+        self.harness.emit_in_order(HarnessEvent::ToolSuspended {
             tool_call_id: suspension.call_id,
             tool_name: suspension.tool_name,
             args: suspension.payload.clone(),
@@ -71,7 +71,7 @@ impl HarnessChannel for SessionChannel {
                 },
             },
         };
-        self.harness.emit(event);
+        self.harness.emit_in_order(event);
     }
 
     async fn approve(&self, request: ApprovalRequest) -> ApprovalAnswer {
@@ -91,13 +91,14 @@ impl HarnessChannel for SessionChannel {
             resume_schema: None,
             reply,
         });
-        self.harness.emit(HarnessEvent::ToolApprovalRequired {
-            tool_call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            args: call.arguments.clone(),
-            category: request.category,
-            reason: request.verdict.reason.clone(),
-        });
+        self.harness
+            .emit_in_order(HarnessEvent::ToolApprovalRequired {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                args: call.arguments.clone(),
+                category: request.category,
+                reason: request.verdict.reason.clone(),
+            });
         let Ok(answer) = answer.await else {
             return ApprovalAnswer::Decline {
                 reason: "the run was aborted".to_owned(),

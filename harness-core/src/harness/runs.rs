@@ -330,6 +330,23 @@ impl HarnessInner {
         RunSummary::failed(error)
     }
 
+    /// Publishes an event behind what the active run's recorder has queued, so that user
+    /// interfaces see it after the text and tool starts that happened before it (a tool's
+    /// output after its start, an approval after the text that led to it); at once without a
+    /// run.
+    pub(crate) fn emit_in_order(&self, event: HarnessEvent) {
+        let Some(sender) = lock(&self.session.recorder).clone() else {
+            self.emit(event);
+            return;
+        };
+        // The recorder stopped (on a storage error): publish at once rather than lose it.
+        if let Err(mpsc::error::SendError(Recorded::Event(event))) =
+            sender.send(Recorded::Event(event))
+        {
+            self.emit(event);
+        }
+    }
+
     /// Waits until everything the active run produced so far is stored (no-op without a run).
     pub(crate) async fn flush_recorder(&self) {
         let sender = lock(&self.session.recorder).clone();
@@ -391,6 +408,9 @@ pub(crate) enum Recorded {
         wait: Duration,
     },
     Flush(oneshot::Sender<()>),
+    /// A harness event (an approval, a question, tool progress, the task list) published in
+    /// its place among the run's events.
+    Event(HarnessEvent),
 }
 
 /// A finished tool call, on its way to the UI.
@@ -534,6 +554,7 @@ impl Recorder {
                 Recorded::Flush(done) => {
                     let _ = done.send(());
                 }
+                Recorded::Event(event) => self.harness.emit(event),
             }
         }
     }

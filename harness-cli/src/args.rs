@@ -1,0 +1,270 @@
+//! The command line, as clap parses it.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const ABOUT: &str = "Runs AI agents through a typed tag pipeline: headless runs, an interactive \
+chat, persistent threads, the tag catalog and PII redaction.";
+
+const AFTER_HELP: &str = "\
+Examples:
+  harness run \"Refund order 1042\"               the offline demo (no API key needed)
+  harness run --model anthropic/claude-sonnet-4-5 \"Why do the tests fail?\"
+  harness run --base-url http://127.0.0.1:8000/v1 --model vllm/qwen2.5-coder \"Explain src/\"
+  harness chat                                   an interactive session
+  harness threads list                           what was done here before
+  harness resume                                 continue the latest thread
+  harness tags --json                            the tag catalog as JSON
+  echo 'mail bob@example.com' | harness redact   PII and secrets redacted
+
+Models come from --model, harness.toml or the first key found in the environment
+(ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, GEMINI_API_KEY, GROQ_API_KEY,
+DEEPSEEK_API_KEY); with none of them and no --base-url, the offline demo model runs.
+Threads live in .harness/harness.db. Set NO_COLOR to turn colour off.";
+
+/// `harness`: the command line.
+#[derive(Debug, Parser)]
+#[command(name = "harness", version, about = ABOUT, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: Global,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The configuration file [default: ./harness.toml, if it exists]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The SQLite file threads are kept in [default: .harness/harness.db]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one task headless and print what the agent does.
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
+    /// Talk to the agent in the terminal.
+    #[command(after_help = CHAT_HELP)]
+    Chat(ChatArgs),
+    /// Continue a thread in the terminal (the latest one by default).
+    #[command(after_help = RESUME_HELP)]
+    Resume(ResumeArgs),
+    /// List, show, rename or delete threads.
+    #[command(subcommand)]
+    Threads(ThreadsCommand),
+    /// Print the tag catalog: every interception point, its payload and context.
+    #[command(after_help = TAGS_HELP)]
+    Tags(TagsArgs),
+    /// Redact PII and secrets from standard input.
+    #[command(after_help = REDACT_HELP)]
+    Redact(RedactArgs),
+}
+
+const RUN_HELP: &str = "\
+Examples:
+  harness run \"Refund order 1042\"                        offline demo
+  harness run --yes \"Refund order 1042\"                  approve what the agent asks
+  harness run --json \"Refund order 1042\" | jq .type      one event a line
+  harness run --model openai/gpt-4.1 \"Add a test for parse()\"
+  harness run --base-url http://localhost:11434/v1 --model ollama/llama3.2 \"List the TODOs\"
+  harness run --thread 0193c2... \"And now the docs\"      continue a thread
+
+Approvals: no one is at the keyboard, so calls that need approval (edits, commands, by
+default) are declined with a message the model sees, and plans are not approved; --yes
+approves them and grants access requests. Questions are answered with a note that no one
+is there. Exit status: 0 when the run completes, 1 when it fails, 130 when aborted (Ctrl-C).";
+
+const CHAT_HELP: &str = "\
+Examples:
+  harness chat
+  harness chat --model anthropic/claude-sonnet-4-5 --mode plan
+
+In the session: type a message; while the agent works, a message is queued as a follow-up.
+Approvals take y / n / a (always for this tool) / c (always for its category); questions
+take a number or your words; plans take y, or n and what to change.
+Commands: /mode [ID], /model [ID], /threads [ID], /new, /abort, /help, /exit.
+Ctrl-C aborts the run; a second Ctrl-C exits.";
+
+const RESUME_HELP: &str = "\
+Examples:
+  harness resume              the most recent thread not open elsewhere
+  harness resume 0193c2...    a thread from `harness threads list`";
+
+const TAGS_HELP: &str = "\
+Examples:
+  harness tags
+  harness tags --json | jq '.[].name'
+
+The full reference, with payloads and contexts, is TAGS.md.";
+
+const REDACT_HELP: &str = "\
+Examples:
+  harness redact < tool-output.txt
+  harness redact --json < tool-output.txt
+
+With --json: {\"findings\": [{\"entity_type\", \"start\", \"end\", \"score\"}], \"text\"},
+offsets in bytes of the input.";
+
+/// How the model is chosen and where tools work.
+#[derive(Debug, Default, Args)]
+pub struct ModelArgs {
+    /// The model, `provider/name` (openai, anthropic, openrouter, groq, deepseek, gemini,
+    /// ollama, a provider of harness.toml, or `demo/support`)
+    #[arg(long, short, value_name = "PROVIDER/NAME")]
+    pub model: Option<String>,
+    /// The base URL of an OpenAI-compatible server (vLLM, llama.cpp, LM Studio, a gateway)
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The environment variable holding the key for --base-url [default: no key]
+    #[arg(long, value_name = "VAR", requires = "base_url")]
+    pub api_key_env: Option<String>,
+    /// The mode to work in (e.g. `plan` or `build`)
+    #[arg(long, value_name = "ID")]
+    pub mode: Option<String>,
+    /// The directory the file and shell tools work in [default: the current directory]
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+}
+
+/// `harness run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// What the agent should do
+    #[arg(value_name = "TASK")]
+    pub task: String,
+    /// Print every event as one JSON object a line instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Approve every call and plan that asks for approval, and grant access requests
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Continue this thread instead of starting one
+    #[arg(long, value_name = "ID")]
+    pub thread: Option<String>,
+    /// The model and workspace.
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// `harness chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The model and workspace.
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// `harness resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The thread [default: the most recent one]
+    #[arg(value_name = "ID")]
+    pub id: Option<String>,
+    /// The model and workspace.
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// `harness threads ...`.
+#[derive(Debug, Subcommand)]
+pub enum ThreadsCommand {
+    /// List the threads, newest first.
+    #[command(after_help = "Examples:\n  harness threads list\n  harness threads list --json")]
+    List {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a thread's messages.
+    #[command(
+        after_help = "Examples:\n  harness threads show 0193c2...\n  harness threads show 0193c2... --json"
+    )]
+    Show {
+        /// The thread
+        id: String,
+        /// Print the stored messages as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Give a thread a title.
+    #[command(
+        after_help = "Example:\n  harness threads rename 0193c2... \"Refund for order 1042\""
+    )]
+    Rename {
+        /// The thread
+        id: String,
+        /// The new title
+        title: String,
+    },
+    /// Delete a thread with its messages.
+    #[command(after_help = "Example:\n  harness threads delete 0193c2...")]
+    Delete {
+        /// The thread
+        id: String,
+    },
+}
+
+/// `harness tags`.
+#[derive(Debug, Args)]
+pub struct TagsArgs {
+    /// Print the catalog as JSON, with payload and context schemas
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `harness redact`.
+#[derive(Debug, Args)]
+pub struct RedactArgs {
+    /// Print the findings and the redacted text as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_its_flags_anywhere() {
+        let cli = Cli::try_parse_from([
+            "harness",
+            "run",
+            "--yes",
+            "fix it",
+            "--model",
+            "openai/gpt-4o",
+            "--db",
+            "x.db",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert!(run.yes && !run.json);
+        assert_eq!(run.task, "fix it");
+        assert_eq!(run.model.model.as_deref(), Some("openai/gpt-4o"));
+        assert_eq!(cli.global.db, Some(PathBuf::from("x.db")));
+    }
+
+    #[test]
+    fn api_key_env_needs_a_base_url() {
+        let error = Cli::try_parse_from(["harness", "chat", "--api-key-env", "KEY"]).unwrap_err();
+        assert!(error.to_string().contains("--base-url"), "{error}");
+    }
+}
