@@ -63,8 +63,13 @@ pub enum ModelChoice {
         /// The variable that selected it.
         var: &'static str,
     },
-    /// No key, no base URL: the offline demo.
-    Demo(ModelId),
+    /// The offline demo: asked for with `--model demo/...`, or no key and no base URL.
+    Demo {
+        /// The model.
+        model: ModelId,
+        /// True when `--model` named it.
+        asked: bool,
+    },
 }
 
 impl ModelChoice {
@@ -74,25 +79,29 @@ impl ModelChoice {
             ModelChoice::Flag(model)
             | ModelChoice::Config(model)
             | ModelChoice::Environment { model, .. }
-            | ModelChoice::Demo(model) => model,
+            | ModelChoice::Demo { model, .. } => model,
         }
     }
 
     /// True for the offline demo.
     pub fn is_demo(&self) -> bool {
-        matches!(self, ModelChoice::Demo(_))
+        matches!(self, ModelChoice::Demo { .. })
     }
 
     /// The line saying the demo runs, for the top of the output.
     pub fn notice(&self) -> Option<String> {
-        self.is_demo().then(|| {
-            format!(
-                "Offline demo: no API key found and no --base-url, so the scripted model {} \
-                 runs (set OPENAI_API_KEY or ANTHROPIC_API_KEY, or pass --model or --base-url, \
-                 for a real one).",
-                self.model()
-            )
-        })
+        let ModelChoice::Demo { model, asked } = self else {
+            return None;
+        };
+        let why = if *asked {
+            "--model names it"
+        } else {
+            "no API key found and no --base-url"
+        };
+        Some(format!(
+            "Offline demo: {why}, so the scripted model {model} runs (set OPENAI_API_KEY or \
+             ANTHROPIC_API_KEY, or pass --model or --base-url, for a real one)."
+        ))
     }
 }
 
@@ -106,7 +115,10 @@ pub fn choose_model(
     if let Some(model) = &flags.model {
         let id = ModelId::new(model).map_err(|e| CliError::Usage(e.to_string()))?;
         return Ok(if id.provider() == "demo" {
-            ModelChoice::Demo(id)
+            ModelChoice::Demo {
+                model: id,
+                asked: true,
+            }
         } else {
             ModelChoice::Flag(id)
         });
@@ -128,7 +140,10 @@ pub fn choose_model(
         }
     }
     ModelId::new(DEMO_MODEL)
-        .map(ModelChoice::Demo)
+        .map(|model| ModelChoice::Demo {
+            model,
+            asked: false,
+        })
         .map_err(|e| CliError::Usage(e.to_string()))
 }
 
@@ -345,7 +360,7 @@ impl Setup {
         let current = harness.session().model_id();
         let replace = match &self.choice {
             ModelChoice::Flag(_) => true,
-            ModelChoice::Demo(_) => false,
+            ModelChoice::Demo { .. } => false,
             ModelChoice::Config(_) | ModelChoice::Environment { .. } => {
                 current.as_ref().is_none_or(|m| m.provider() == "demo")
             }
@@ -495,7 +510,25 @@ mod tests {
         );
         let demo = choose(ModelArgs::default(), "", &[("OPENAI_API_KEY", " ")]);
         assert!(demo.is_demo());
-        assert!(demo.notice().unwrap().starts_with("Offline demo"));
+        assert!(
+            demo.notice()
+                .unwrap()
+                .starts_with("Offline demo: no API key found")
+        );
+        let asked = choose(
+            ModelArgs {
+                model: Some("demo/support".into()),
+                ..ModelArgs::default()
+            },
+            "",
+            &[("OPENAI_API_KEY", "k")],
+        );
+        assert!(
+            asked
+                .notice()
+                .unwrap()
+                .starts_with("Offline demo: --model names it")
+        );
     }
 
     #[test]
