@@ -110,7 +110,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fresh = explorer_saw
         .first()
         .map(|r| {
-            r.messages == [KernelMessage::user("Where is the config loaded?")]
+            *r.messages == [KernelMessage::user("Where is the config loaded?")]
                 && r.tools.iter().any(|t| t.name == "grep")
                 && !r.tools.iter().any(|t| t.name == "subagent")
         })

@@ -117,7 +117,7 @@ async fn a_fresh_subagent_gets_its_own_context_tools_and_model() {
         first.system
     );
     assert_eq!(
-        first.messages,
+        *first.messages,
         [KernelMessage::user(
             "Find the config loader. Answer with a file and line."
         )],

@@ -19,7 +19,7 @@
 //! let server = MockLlm::start().await.unwrap();
 //! server.push(openai::text("Hello!"));
 //! let model = OpenAiModel::new("openai/gpt-4o", ProviderConfig::new(server.url()).with_api_key("k")).unwrap();
-//! let request = ModelRequest { messages: vec![KernelMessage::user("Hi")], ..ModelRequest::default() };
+//! let request = ModelRequest { messages: vec![KernelMessage::user("Hi")].into(), ..ModelRequest::default() };
 //! let response = collect_response(model.stream(&request).await.unwrap()).await.unwrap();
 //! assert_eq!(response.content, "Hello!");
 //! let seen = server.requests();

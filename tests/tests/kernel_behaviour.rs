@@ -334,7 +334,7 @@ async fn aborting_during_a_model_call_leaves_no_half_written_state() {
     abort.cancel();
     let result = run.await.unwrap();
     assert_eq!(result.outcome, RunOutcome::Aborted);
-    assert_eq!(result.state.messages, [KernelMessage::user("hello")]);
+    assert_eq!(*result.state.messages, [KernelMessage::user("hello")]);
 }
 
 #[tokio::test]

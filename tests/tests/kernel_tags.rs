@@ -219,8 +219,7 @@ async fn model_request_is_what_the_provider_gets() {
             assert_eq!((ctx.provider.as_str(), ctx.attempt), ("scripted", 1));
             let mut request = request.clone();
             request.temperature = Some(0.1);
-            request
-                .messages
+            Arc::make_mut(&mut request.messages)
                 .insert(0, KernelMessage::system("Memory: the user likes Rust."));
             request
         })
@@ -889,8 +888,7 @@ async fn reshaped_requests_and_results_reach_a_real_provider_over_http() {
     let pipeline = handlers(|c| {
         c.on(ModelRequestTag, |request: &ModelRequest, _: &ModelCtx| {
             let mut request = request.clone();
-            request
-                .messages
+            Arc::make_mut(&mut request.messages)
                 .insert(0, KernelMessage::system("Memory: prefers short answers."));
             request
         })

@@ -41,7 +41,7 @@ fn user(text: &str) -> ModelRequest {
     ModelRequest {
         model: "ignored/by-providers".into(),
         system: "You are terse.".into(),
-        messages: vec![KernelMessage::user(text)],
+        messages: Arc::new(vec![KernelMessage::user(text)]),
         ..ModelRequest::default()
     }
 }
@@ -69,7 +69,9 @@ fn read_tool() -> ToolSpec {
     ToolSpec {
         name: "read_file".into(),
         description: "Reads a file.".into(),
-        input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        input_schema: Arc::new(
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        ),
         category: None,
     }
 }
@@ -80,7 +82,7 @@ fn rich_request() -> ModelRequest {
     ModelRequest {
         model: String::new(),
         system: "You are a coding agent.".into(),
-        messages: vec![
+        messages: Arc::new(vec![
             KernelMessage::user("Read a.rs and b.rs"),
             KernelMessage::Assistant {
                 content: "Reading both.".into(),
@@ -115,7 +117,7 @@ fn rich_request() -> ModelRequest {
             },
             KernelMessage::tool_result("call_c", "read_file", "invalid arguments", true),
             KernelMessage::user("Summarize."),
-        ],
+        ]),
         tools: vec![read_tool()],
         temperature: Some(0.5),
         max_tokens: Some(1000),

@@ -47,7 +47,7 @@ pub(crate) async fn run(kernel: &KernelInner, input: RunInput) -> RunResult {
                 run_id: input.run_id.unwrap_or_else(new_run_id),
                 outcome: RunOutcome::Error,
                 state: Arc::new(KernelState {
-                    messages: input.history,
+                    messages: Arc::new(input.history),
                     ..KernelState::default()
                 }),
                 final_text: None,
@@ -196,7 +196,7 @@ impl<'k> Run<'k> {
         };
         let model_id: Arc<str> = Arc::from(model.id().as_str());
         let state = Arc::new(KernelState {
-            messages: input.history,
+            messages: Arc::new(input.history),
             strategy: strategy_name.to_string(),
             ..KernelState::default()
         });
@@ -500,7 +500,7 @@ impl<'k> Run<'k> {
         let request = ModelRequest {
             model: self.model_id.to_string(),
             system,
-            messages: self.state.messages.clone(),
+            messages: Arc::clone(&self.state.messages),
             tools,
             temperature: self.config.temperature,
             max_tokens: self.config.max_output_tokens,

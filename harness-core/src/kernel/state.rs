@@ -21,7 +21,7 @@ pub(crate) enum Transition {
 pub(crate) fn apply(state: &mut Arc<KernelState>, transition: Transition) {
     let state = Arc::make_mut(state);
     match transition {
-        Transition::AddMessage(message) => state.messages.push(message),
+        Transition::AddMessage(message) => Arc::make_mut(&mut state.messages).push(message),
         Transition::AddStep(step) => state.steps.push(step),
         Transition::Iteration(iteration) => state.iteration = iteration,
         Transition::FailureStreak(streak) => state.failure_streak = streak,

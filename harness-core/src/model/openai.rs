@@ -116,7 +116,7 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
     if !request.system.is_empty() {
         out.push(json!({ "role": "system", "content": request.system }));
     }
-    for message in &request.messages {
+    for message in request.messages.iter() {
         out.push(match message {
             KernelMessage::User { content } => json!({ "role": "user", "content": content }),
             KernelMessage::System { content } => json!({ "role": "system", "content": content }),

@@ -496,7 +496,7 @@ fn spec_of(tool: &dyn Tool) -> ToolSpec {
     ToolSpec {
         name: tool.name().to_owned(),
         description: tool.description().to_owned(),
-        input_schema: tool.input_schema().clone(),
+        input_schema: Arc::new(tool.input_schema().clone()),
         category: Some(tool.category()),
     }
 }

@@ -69,7 +69,7 @@ impl TagContext for serde_json::Value {}
 #[serde(rename_all = "camelCase")]
 pub struct KernelState {
     /// The conversation as the model sees it.
-    pub messages: Vec<KernelMessage>,
+    pub messages: Arc<Vec<KernelMessage>>,
     /// The steps recorded so far in this run.
     pub steps: Vec<ObservationStep>,
     /// The current iteration (0 before the first model call).

@@ -1,6 +1,7 @@
 //! The payload types of the standard catalog. JSON field names are camelCase.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -160,8 +161,8 @@ pub struct ToolSpec {
     pub name: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// JSON Schema of the tool's input.
-    pub input_schema: Value,
+    /// JSON Schema of the tool's input, shared: a request per model call costs no copy of it.
+    pub input_schema: Arc<Value>,
     /// The tool's permission category.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<ToolCategory>,
@@ -211,8 +212,9 @@ pub struct ModelRequest {
     pub model: String,
     /// The system prompt.
     pub system: String,
-    /// The conversation.
-    pub messages: Vec<KernelMessage>,
+    /// The conversation, shared: the kernel hands its own to each request without copying it.
+    /// A handler that changes it copies it first (`Arc::make_mut`), or builds a new one.
+    pub messages: Arc<Vec<KernelMessage>>,
     /// The tools offered.
     #[serde(default)]
     pub tools: Vec<ToolSpec>,

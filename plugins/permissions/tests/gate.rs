@@ -69,7 +69,7 @@ fn denied_tools_are_not_offered() {
     let spec = |name: &str| ToolSpec {
         name: name.into(),
         description: String::new(),
-        input_schema: json!({}),
+        input_schema: Arc::new(json!({})),
         category: None,
     };
     let offered = pipeline

@@ -548,7 +548,7 @@ fn redact_request(
     let mut messages: Option<Vec<KernelMessage>> = None;
     for (i, msg) in req.messages.iter().enumerate() {
         if let Some(new) = f.message(msg, thread)? {
-            messages.get_or_insert_with(|| req.messages.clone())[i] = new;
+            messages.get_or_insert_with(|| req.messages.to_vec())[i] = new;
         }
     }
     if system.is_none() && messages.is_none() {
@@ -559,7 +559,7 @@ fn redact_request(
         out.system = system;
     }
     if let Some(messages) = messages {
-        out.messages = messages;
+        out.messages = Arc::new(messages);
     }
     Ok(Some(out))
 }

@@ -87,7 +87,10 @@ fn every_target_can_be_turned_on() {
     let request = ModelRequest {
         model: "openai/gpt".to_owned(),
         system: format!("context: {SECRET_TEXT}"),
-        messages: vec![KernelMessage::user("hi"), KernelMessage::user(SECRET_TEXT)],
+        messages: Arc::new(vec![
+            KernelMessage::user("hi"),
+            KernelMessage::user(SECRET_TEXT),
+        ]),
         ..ModelRequest::default()
     };
     let ctx = ModelCtx {
