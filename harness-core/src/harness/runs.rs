@@ -282,9 +282,14 @@ impl HarnessInner {
             .tasks(Arc::new(OpenTaskList(self.session.tasks())))
             .session(Arc::clone(self) as Arc<dyn SessionSource>);
         let result = kernels.main.run(input).await;
-        lock(&self.session.recorder).take();
-        // The recorder ends when every sender is gone; wait so that everything is stored.
+        // The sender stays in the slot until everything is stored, so that a plugin's
+        // `flush_messages` in the meantime still waits for the run's last messages.
+        let sender = lock(&self.session.recorder).clone();
+        if let Some(sender) = sender {
+            let _ = sender.send(Recorded::End);
+        }
         let _ = recording.await;
+        lock(&self.session.recorder).take();
         if let Err(error) = self
             .update_metadata(|meta| {
                 meta.insert(
@@ -411,6 +416,8 @@ pub(crate) enum Recorded {
     /// A harness event (an approval, a question, tool progress, the task list) published in
     /// its place among the run's events.
     Event(HarnessEvent),
+    /// The run ended: the recorder takes nothing new and ends once what is queued is done.
+    End,
 }
 
 /// A finished tool call, on its way to the UI.
@@ -555,6 +562,8 @@ impl Recorder {
                     let _ = done.send(());
                 }
                 Recorded::Event(event) => self.harness.emit(event),
+                // Later sends fail, and their senders fall back (see `emit_in_order`).
+                Recorded::End => queue.close(),
             }
         }
     }
