@@ -8,6 +8,7 @@ mod dispatch;
 mod events;
 mod kernel;
 mod measure;
+mod om;
 mod redaction;
 mod store;
 
@@ -34,6 +35,11 @@ const SUITES: &[Suite] = &[
         "kernel",
         "harness overhead of a single-tool run on the scripted model",
         kernel::run,
+    ),
+    (
+        "om",
+        "observational memory: o200k token counting MB/s, overhead per model step when nothing is due",
+        om::run,
     ),
     (
         "redaction",

@@ -565,11 +565,12 @@ pub enum HarnessEvent {
         /// Tokens being buffered.
         pending_tokens: u64,
     },
-    /// A buffered chunk is ready.
+    /// A buffering pass ended: a chunk is ready, or (`tokens` 0) there was nothing it could
+    /// cover yet.
     OmBufferingEnd {
         /// Chunks buffered now.
         buffered: u32,
-        /// Tokens the chunk covers.
+        /// Tokens the new chunk covers; 0 when the pass made none.
         tokens: u64,
     },
     /// Buffering failed.

@@ -74,6 +74,12 @@ impl Harness {
             .await
     }
 
+    /// Waits until every message the active run produced so far is stored (returns at once
+    /// without a run). Plugins that read the thread back call it first.
+    pub async fn flush_messages(&self) {
+        self.inner.flush_recorder().await;
+    }
+
     /// Builds a model from its id with the harness's resolver (what runs use).
     pub fn resolve_model(
         &self,
