@@ -1,4 +1,4 @@
-//! `harness.toml`: the project's modes, models, providers, permissions and redaction.
+//! `harness.toml`: the project's modes, models, providers, permissions, redaction and memory.
 //!
 //! Every key is optional; a missing file means the defaults. Relative paths are relative to
 //! the file's directory. Errors name the file, the line and the column:
@@ -41,12 +41,18 @@
 //! enabled = true
 //! allow = ["support@example.com"]
 //! operator = { type = "replace" }
+//!
+//! [memory]                                # harness-om's OmConfig (camelCase); off without it
+//! observerModel = "openai/gpt-4.1-mini"   # default: the run's own model
+//! observationThreshold = 30000            # tokens of raw messages before they are observed
+//! idle = "auto"                           # or "off", or { after = 600000 } (ms)
 //! ```
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use harness_om::{ObservationalMemory, OmConfig};
 use harness_permissions::{Permissions, Policy, Rules};
 use harness_redaction::{Operator, Redaction, RedactionConfig, Target};
 use harness_tags::ToolCategory;
@@ -121,6 +127,8 @@ pub struct Config {
     pub permissions: Option<PermissionsConfig>,
     /// PII and secret redaction.
     pub redaction: Option<Spanned<toml::Table>>,
+    /// Observational memory (off without the table).
+    pub memory: Option<Spanned<toml::Table>>,
     #[serde(skip)]
     source: Source,
 }
@@ -322,7 +330,42 @@ impl Config {
             }
             self.redaction()?;
         }
+        self.memory()?;
         Ok(())
+    }
+
+    /// The observational-memory plugin this file asks for: `None` without a `[memory]` table
+    /// or with `enabled = false`.
+    pub fn memory(&self) -> Result<Option<ObservationalMemory>, ConfigError> {
+        let Some(table) = &self.memory else {
+            return Ok(None);
+        };
+        let mut values = table.get_ref().clone();
+        match values.remove("enabled") {
+            None | Some(toml::Value::Boolean(true)) => {}
+            Some(toml::Value::Boolean(false)) => return Ok(None),
+            Some(other) => {
+                return Err(self.error(
+                    table.span(),
+                    format!(
+                        "`enabled` in [memory] must be true or false, not {}",
+                        other.type_str()
+                    ),
+                ));
+            }
+        }
+        let configured: OmConfig =
+            toml::Value::Table(values)
+                .try_into()
+                .map_err(|error: toml::de::Error| {
+                    self.error(
+                        table.span(),
+                        format!("[memory]: {}", error.message().trim()),
+                    )
+                })?;
+        ObservationalMemory::new(configured)
+            .map(Some)
+            .map_err(|error| self.error(table.span(), format!("[memory]: {error}")))
     }
 
     /// The redaction plugin this file asks for (`None` when `enabled = false`). Without a
@@ -458,6 +501,23 @@ mod tests {
             } => (line, column, message),
             other => panic!("not located: {other}"),
         }
+    }
+
+    #[test]
+    fn memory_is_off_without_its_table_and_built_from_it() {
+        assert!(parse("").unwrap().memory().unwrap().is_none());
+        let on = parse("[memory]\nobservationThreshold = 30000\nidle = \"auto\"\n").unwrap();
+        let memory = on.memory().unwrap().unwrap();
+        assert_eq!(memory.config().observation_threshold, 30_000);
+        let off = parse("[memory]\nenabled = false\nobservationThreshold = 1\n").unwrap();
+        assert!(off.memory().unwrap().is_none());
+        let (line, _, message) = located(
+            parse("model = \"openai/gpt-4.1\"\n[memory]\nobservationThreshold = 0\n").unwrap_err(),
+        );
+        assert!(
+            line >= 2 && message.contains("[memory]"),
+            "{line}: {message}"
+        );
     }
 
     #[test]

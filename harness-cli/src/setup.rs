@@ -319,6 +319,9 @@ impl Setup {
         if let Some(redaction) = config.redaction()? {
             builder = builder.plugin(redaction);
         }
+        if let Some(memory) = config.memory()? {
+            builder = builder.plugin(memory);
+        }
         if yolo {
             let mut state = Map::new();
             state.insert("yolo".into(), Value::Bool(true));

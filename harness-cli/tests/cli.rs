@@ -323,6 +323,23 @@ fn configuration_errors_name_the_file_and_line() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("other.toml:2:"), "{}", out.stderr);
 
+    std::fs::write(
+        dir.path().join("memory.toml"),
+        "[memory]\nobservationThreshold = 30000\nobserverModle = \"openai/gpt-4.1-mini\"\n",
+    )
+    .unwrap();
+    let out = harness(
+        dir.path(),
+        &["--config", "memory.toml", "threads", "list"],
+        "",
+    );
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("memory.toml:1:") && out.stderr.contains("observerModle"),
+        "{}",
+        out.stderr
+    );
+
     let out = harness(dir.path(), &["--config", "missing.toml", "tags"], "");
     assert!(out.code == 0, "tags needs no configuration");
     let out = harness(

@@ -90,7 +90,7 @@ impl OmRetry {
 /// The plugin's configuration. Thread-level overrides of the models and thresholds are kept
 /// in [`OmSettings`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct OmConfig {
     /// The observer's model, `provider/name`; `None` uses the run's model.
     pub observer_model: Option<String>,
