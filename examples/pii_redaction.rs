@@ -7,8 +7,9 @@
 //!   (`PROJECT`), redacted from tool results before the model sees them;
 //! - `Pseudonym` for emails: the model sees `<EMAIL_ADDRESS_…>`, passes that token to
 //!   `send_email`, and the tool receives the real address back from the vault;
-//! - what a user interface is shown (`tool_end` events) is the redacted result too: the raw
-//!   values stay inside the tools.
+//! - screens have their own policy (`display.tool-result`): a user interface's `tool_end`
+//!   events show `••••••` where the model got placeholders; the raw values stay inside the
+//!   tools.
 //!
 //! Run it with `cargo run -p harness-examples --example pii_redaction`.
 
@@ -21,7 +22,7 @@ use harness_core::model::{
 };
 use harness_core::tool::{ToolContext, ToolError, tool_fn};
 use harness_examples::{scripted_models, tool_results};
-use harness_redaction::{Detector, Entity, Operator, Redaction, Redactor};
+use harness_redaction::{Detector, Entity, Operator, Redaction, Redactor, Target};
 use serde_json::{Value, json};
 
 const RECORD: &str = "Contact: jane.doe@example.com, card 4111 1111 1111 1111, \
@@ -59,8 +60,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ["Falcon"],
         ))
         .build()?;
-    // Tool results and tool errors are redacted by default; other targets are opt-in.
-    let redaction = Redaction::new(redactor);
+    // Tool results and tool errors are redacted by default; other targets are opt-in. What
+    // screens show gets bullets, from the tool's own output.
+    let redaction = Redaction::new(redactor).target(Target::DisplayToolResult, true);
 
     let model = Arc::new(
         ScriptedModel::new("scripted/support")
@@ -158,8 +160,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 && model_saw.contains("<PROJECT>"),
         ),
         (
-            "the UI shows the redacted result",
-            ui_saw.first() == Some(&model_saw) && !ui_saw.iter().any(|s| s.contains("jane.doe")),
+            "the UI shows bullets where the model saw placeholders",
+            ui_saw.first().is_some_and(|shown| {
+                shown.contains("••••••") && !shown.contains('<') && !shown.contains("4111")
+            }) && !ui_saw.iter().any(|s| s.contains("jane.doe")),
         ),
         (
             "the tool gets the real address back",

@@ -398,14 +398,7 @@ pub(crate) enum Recorded {
         call_id: String,
     },
     ToolStart(ToolCall),
-    ToolEnd {
-        call_id: String,
-        tool_name: String,
-        content: String,
-        is_error: bool,
-        healed: bool,
-        duration_ms: u64,
-    },
+    ToolEnd(ToolEnded),
     Usage(Usage),
     Retry {
         attempt: u32,
@@ -421,10 +414,13 @@ pub(crate) enum Recorded {
 }
 
 /// A finished tool call, on its way to the UI.
-struct ToolEnded {
+pub(crate) struct ToolEnded {
     call_id: String,
     tool_name: String,
+    /// What the model sees.
     content: String,
+    /// What the tool returned.
+    output: String,
     is_error: bool,
     healed: bool,
     duration_ms: u64,
@@ -455,17 +451,19 @@ impl KernelObserver for Bridge {
                 call_id,
                 tool_name,
                 content,
+                output,
                 is_error,
                 healed,
                 duration_ms,
-            } => Recorded::ToolEnd {
+            } => Recorded::ToolEnd(ToolEnded {
                 call_id: call_id.to_owned(),
                 tool_name: tool_name.to_owned(),
                 content: content.to_owned(),
+                output: output.to_owned(),
                 is_error,
                 healed,
                 duration_ms,
-            },
+            }),
             KernelEvent::Usage { usage } => Recorded::Usage(*usage),
             KernelEvent::ModelRetry {
                 attempt,
@@ -529,24 +527,7 @@ impl Recorder {
                         category,
                     });
                 }
-                Recorded::ToolEnd {
-                    call_id,
-                    tool_name,
-                    content,
-                    is_error,
-                    healed,
-                    duration_ms,
-                } => {
-                    let ended = ToolEnded {
-                        call_id,
-                        tool_name,
-                        content,
-                        is_error,
-                        healed,
-                        duration_ms,
-                    };
-                    self.tool_end(ended).await
-                }
+                Recorded::ToolEnd(ended) => self.tool_end(ended).await,
                 Recorded::Usage(run_usage) => self.usage(run_usage).await,
                 Recorded::Retry {
                     attempt,
@@ -637,6 +618,7 @@ impl Recorder {
             call_id,
             tool_name,
             content,
+            output,
             is_error,
             healed,
             duration_ms,
@@ -660,6 +642,7 @@ impl Recorder {
             tool_call_id: call_id.clone(),
             tool_name,
             content,
+            tool_output: output,
             is_error,
         };
         // A display handler that fails closed must not leak the raw result to the UI.

@@ -659,6 +659,9 @@ pub enum KernelEvent<'a> {
         tool_name: &'a str,
         /// The result text the model sees.
         content: &'a str,
+        /// The tool's own output, before `message.tool-result` / `message.tool-error`
+        /// handlers reshaped it for the model.
+        output: &'a str,
         /// True if the call failed.
         is_error: bool,
         /// True if healing repaired the call before it ran.

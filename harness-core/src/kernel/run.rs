@@ -964,8 +964,12 @@ impl<'k> Run<'k> {
     /// Adds a tool's result to the conversation and records it as a step.
     async fn add_tool_result(&mut self, prepared: &Prepared, executed: Executed) {
         let call = &prepared.call;
-        let message =
-            KernelMessage::tool_result(&call.id, &call.name, executed.content, executed.is_error);
+        let message = KernelMessage::tool_result(
+            &call.id,
+            &call.name,
+            executed.content.as_str(),
+            executed.is_error,
+        );
         let ctx = ToolResultCtx {
             base: self.base(Phase::Act),
             tool_name: call.name.clone(),
@@ -1035,6 +1039,7 @@ impl<'k> Run<'k> {
             call_id: &call.id,
             tool_name: &call.name,
             content: &content,
+            output: &executed.content,
             is_error,
             healed: prepared.healed,
             duration_ms: executed.duration_ms,

@@ -613,8 +613,14 @@ pub struct DisplayToolResult {
     pub tool_call_id: String,
     /// The tool's name.
     pub tool_name: String,
-    /// The text shown.
+    /// The text shown: at first what the model sees (after `message.tool-result` or
+    /// `message.tool-error` handlers), so that nothing the model was spared reaches a screen
+    /// unless a handler here decides so.
     pub content: String,
+    /// The tool's own output, before any handler. A handler with its own policy for screens
+    /// (masking where the model gets pseudonyms, say) derives `content` from it.
+    #[serde(default)]
+    pub tool_output: String,
     /// True if the tool failed.
     pub is_error: bool,
 }

@@ -279,8 +279,10 @@ pub struct SubagentResultTag;
 /// Emitted with what user interfaces are shown for a tool result.
 ///
 /// - Emitted by: the harness, in Act, before the `tool_end` event.
-/// - Result: display events carry the reshaped result (a redaction plugin masks secrets here
-///   while its policy decides what the model sees).
+/// - Result: display events carry the reshaped `content`. It starts as what the model sees;
+///   the payload also carries the tool's own output, so that a redaction plugin can apply a
+///   policy of its own for screens (secrets as `••••••`) while another decides what the model
+///   sees.
 #[derive(Tag)]
 #[tag(name = "display.tool-result", phase = Act, payload = DisplayToolResult, ctx = ToolResultCtx)]
 pub struct DisplayToolResultTag;

@@ -477,8 +477,10 @@ impl Plugin for Redaction {
             c = c.register(
                 on(
                     DisplayToolResultTag,
+                    // The screen's policy applies to what the tool returned, not to what the
+                    // model's policy already made of it.
                     move |shown: &DisplayToolResult, ctx: &ToolResultCtx| {
-                        f.apply(&shown.content, thread(&ctx.base)).map(|text| {
+                        f.apply(&shown.tool_output, thread(&ctx.base)).map(|text| {
                             text.map(|content| DisplayToolResult {
                                 content,
                                 ..shown.clone()

@@ -120,15 +120,26 @@ fn every_target_can_be_turned_on() {
         emit::<ObservationCompressionSummary>(&pipeline, step, &MemoryCtx::default()).unwrap();
     assert_eq!(out.content.as_deref(), Some(REDACTED));
 
-    // UIs see bullets while the model sees entity names.
+    // UIs see bullets, from what the tool returned, while the model sees entity names.
     let shown = DisplayToolResult {
         tool_call_id: "call_1".to_owned(),
         tool_name: "crm".to_owned(),
-        content: SECRET_TEXT.to_owned(),
+        content: REDACTED.to_owned(),
+        tool_output: SECRET_TEXT.to_owned(),
         is_error: false,
     };
     let out = emit::<DisplayToolResultTag>(&pipeline, shown, &tool_ctx("t")).unwrap();
     assert_eq!(out.content, "user ••••••, ssn ••••••");
+    // Nothing to hide in the output: the screen shows what the model sees.
+    let plain = DisplayToolResult {
+        tool_call_id: "call_2".to_owned(),
+        tool_name: "crm".to_owned(),
+        content: "3 rows".to_owned(),
+        tool_output: "3 rows".to_owned(),
+        is_error: false,
+    };
+    let out = emit::<DisplayToolResultTag>(&pipeline, plain, &tool_ctx("t")).unwrap();
+    assert_eq!(out.content, "3 rows");
 }
 
 #[test]
