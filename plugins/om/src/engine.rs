@@ -8,8 +8,8 @@
 //!    cache lifetime, a provider change), buffered chunks are activated; if buffering fell
 //!    behind (there is no chunk, or what the chunks leave raw is still at the threshold),
 //!    whatever they do not cover is observed now, leaving the most recent messages raw;
-//!    otherwise, if enough
-//!    new tokens piled up since the last chunk, a new chunk is buffered in the background;
+//!    then, if enough new tokens piled up since the last chunk, a new chunk is buffered in
+//!    the background;
 //! 4. observations past the reflection threshold are reflected;
 //! 5. the request is rebuilt: memory appended to the system prompt (through `memory.context`),
 //!    then only the messages not covered.
@@ -217,17 +217,22 @@ impl Engine {
         let mut changed = memory.take_buffered(state);
         let observed = state.record.observed_count as usize;
         let pending = memory.tokens.sum(observed..total);
+        // Far from any decision the estimates do; from half a buffering interval on, the
+        // pending messages are counted exactly in the background.
+        if pending >= self.interval(&effective) / 2 {
+            memory.tokens.refine(&request.messages, observed..total);
+        }
         let now = (self.clock)();
         let provider = ctx.provider.as_str();
 
-        match self.trigger(state, pending, now, provider, &effective) {
-            Some(trigger) => {
-                changed |= self
-                    .activate(&harness, &memory, state, &request, ctx, trigger, &effective)
-                    .await?;
-            }
-            None => self.maybe_buffer(&harness, &memory, state, &request, ctx, &effective),
+        if let Some(trigger) = self.trigger(state, pending, now, provider, &effective) {
+            changed |= self
+                .activate(&harness, &memory, state, &request, ctx, trigger, &effective)
+                .await?;
         }
+        // Also right after an activation: what it left raw may already be worth a chunk, and
+        // the next activation should find it ready.
+        self.maybe_buffer(&harness, &memory, state, &request, ctx, &effective);
         changed |= self.maybe_reflect(&harness, state, ctx, &effective).await?;
         if state.record.last_provider.as_deref() != Some(provider) {
             state.record.last_provider = Some(provider.to_owned());
@@ -774,34 +779,38 @@ struct BufferWork {
 impl BufferWork {
     async fn run(self, messages: Vec<KernelMessage>) {
         let outcome = self.chunk(&messages).await;
-        let next = match outcome {
+        let (next, event) = match outcome {
             Ok(Some(chunk)) => {
-                self.harness.emit(HarnessEvent::OmBufferingEnd {
+                let event = HarnessEvent::OmBufferingEnd {
                     buffered: u32::try_from(self.chunks_before + 1).unwrap_or(u32::MAX),
                     tokens: chunk.message_tokens,
-                });
-                Buffering::Ready {
+                };
+                let ready = Buffering::Ready {
                     start: self.start as u64,
                     chunk,
-                }
+                };
+                (ready, event)
             }
-            Ok(None) => {
-                // Every message it was given ends inside a tool call not yet answered.
-                self.harness.emit(HarnessEvent::OmBufferingEnd {
+            // Every message it was given ends inside a tool call not yet answered.
+            Ok(None) => (
+                Buffering::Idle,
+                HarnessEvent::OmBufferingEnd {
                     buffered: u32::try_from(self.chunks_before).unwrap_or(u32::MAX),
                     tokens: 0,
-                });
-                Buffering::Idle
-            }
-            Err(error) => {
-                // Not fatal: activation observes what no chunk covers.
-                self.harness.emit(HarnessEvent::OmBufferingFailed {
+                },
+            ),
+            // Not fatal: activation observes what no chunk covers.
+            Err(error) => (
+                Buffering::Idle,
+                HarnessEvent::OmBufferingFailed {
                     error: error.message,
-                });
-                Buffering::Idle
-            }
+                },
+            ),
         };
+        // The chunk is in place before anyone hears of it: a model call made after the event
+        // finds it.
         self.memory.finish_buffering(next);
+        self.harness.emit(event);
     }
 
     async fn chunk(&self, messages: &[KernelMessage]) -> Result<Option<BufferedChunk>, RunFailure> {

@@ -5,9 +5,10 @@
 //! An exact count costs about 60 us for a 400-byte message on the project's reference machine
 //! (the encoder runs at a few MB/s), too much for every model step. So a message's tokens are
 //! first *estimated* from its size the moment it is seen (`bytes / 3.5`, which errs high for
-//! prose and is close for code and JSON), and counted exactly on a background thread; the
-//! exact count replaces the estimate when it is ready. Threshold checks use whatever is known;
-//! the figures reported in events and records use exact counts when they are ready.
+//! prose and is close for code and JSON). Far from any decision the estimates do: only once
+//! the pending messages reach half a buffering interval are they counted exactly, on a
+//! background thread, and each exact count replaces its estimate when it is ready. Threshold
+//! checks use whatever is known; an observation's recorded figures are counted exactly first.
 
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
@@ -159,6 +160,8 @@ struct Slot {
     bytes: usize,
     tokens: u64,
     exact: bool,
+    /// An exact count was asked of the counting thread.
+    queued: bool,
 }
 
 /// The token counts of one thread's messages by position (threads only grow, so a position's
@@ -209,29 +212,49 @@ impl TokenCache {
     }
 
     /// Takes note of `messages` (a thread's conversation, oldest first): new or changed
-    /// positions get an estimate now and an exact count in the background.
-    pub(crate) fn track(self: &Arc<Self>, messages: &[KernelMessage]) {
+    /// positions get an estimate. Exact counts come with [`TokenCache::refine`], once a
+    /// decision could depend on them.
+    pub(crate) fn track(&self, messages: &[KernelMessage]) {
+        let mut slots = self.slots();
+        let known = slots
+            .iter()
+            .zip(messages)
+            .position(|(slot, message)| slot.bytes != message_bytes(message))
+            .unwrap_or(slots.len().min(messages.len()));
+        slots.truncate(known);
+        for message in &messages[known..] {
+            let bytes = message_bytes(message);
+            slots.push(Slot {
+                bytes,
+                tokens: MESSAGE_OVERHEAD + estimate_bytes(bytes),
+                exact: false,
+                queued: false,
+            });
+        }
+    }
+
+    /// Has the messages at `range` counted exactly in the background where only estimates
+    /// are known (each message once).
+    pub(crate) fn refine(
+        self: &Arc<Self>,
+        messages: &[KernelMessage],
+        range: std::ops::Range<usize>,
+    ) {
         let mut jobs = Vec::new();
         {
             let mut slots = self.slots();
-            let known = slots
-                .iter()
-                .zip(messages)
-                .position(|(slot, message)| slot.bytes != message_bytes(message))
-                .unwrap_or(slots.len().min(messages.len()));
-            slots.truncate(known);
-            for (position, message) in messages.iter().enumerate().skip(known) {
-                let bytes = message_bytes(message);
-                slots.push(Slot {
-                    bytes,
-                    tokens: MESSAGE_OVERHEAD + estimate_bytes(bytes),
-                    exact: false,
-                });
+            let end = range.end.min(slots.len()).min(messages.len());
+            for position in range.start.min(end)..end {
+                let slot = &mut slots[position];
+                if slot.exact || slot.queued {
+                    continue;
+                }
+                slot.queued = true;
                 jobs.push(Job {
                     cache: Arc::downgrade(self),
                     position,
-                    bytes,
-                    text: message_text(message),
+                    bytes: slot.bytes,
+                    text: message_text(&messages[position]),
                 });
             }
         }
@@ -275,6 +298,7 @@ impl TokenCache {
                 bytes,
                 tokens,
                 exact: true,
+                queued: false,
             };
         }
     }
@@ -352,6 +376,19 @@ mod tests {
                 "{exact} vs {estimate}: {text}"
             );
         }
+    }
+
+    #[test]
+    fn tracking_estimates_until_a_range_is_settled() {
+        let cache = Arc::new(TokenCache::default());
+        let messages = vec![KernelMessage::user("hello world, hello again")];
+        cache.track(&messages);
+        assert_eq!(cache.sum(0..1), MESSAGE_OVERHEAD + estimate_bytes(24));
+        cache.settle_range(&messages, 0..1);
+        assert_eq!(
+            cache.sum(0..1),
+            TokenCounter::global().count_message(&messages[0])
+        );
     }
 
     #[test]
