@@ -340,29 +340,9 @@ impl Config {
         let Some(table) = &self.memory else {
             return Ok(None);
         };
-        let mut values = table.get_ref().clone();
-        match values.remove("enabled") {
-            None | Some(toml::Value::Boolean(true)) => {}
-            Some(toml::Value::Boolean(false)) => return Ok(None),
-            Some(other) => {
-                return Err(self.error(
-                    table.span(),
-                    format!(
-                        "`enabled` in [memory] must be true or false, not {}",
-                        other.type_str()
-                    ),
-                ));
-            }
-        }
-        let configured: OmConfig =
-            toml::Value::Table(values)
-                .try_into()
-                .map_err(|error: toml::de::Error| {
-                    self.error(
-                        table.span(),
-                        format!("[memory]: {}", error.message().trim()),
-                    )
-                })?;
+        let Some(configured) = self.section::<OmConfig>(table, "memory")? else {
+            return Ok(None);
+        };
         ObservationalMemory::new(configured)
             .map(Some)
             .map_err(|error| self.error(table.span(), format!("[memory]: {error}")))
@@ -375,40 +355,45 @@ impl Config {
         let Some(table) = &self.redaction else {
             return Ok(Some(display_too(Redaction::default(), false)));
         };
-        let mut table = table.get_ref().clone();
-        let enabled = match table.remove("enabled") {
-            None => true,
-            Some(toml::Value::Boolean(enabled)) => enabled,
+        let Some(configured) = self.section::<RedactionConfig>(table, "redaction")? else {
+            return Ok(None);
+        };
+        let display_set = configured.targets.contains_key(&Target::DisplayToolResult);
+        let plugin = Redaction::try_from_config(configured)
+            .map_err(|error| self.error(table.span(), format!("[redaction]: {error}")))?;
+        Ok(Some(display_too(plugin, display_set)))
+    }
+
+    /// A plugin's table: `None` with `enabled = false`, else the rest of its keys as `C`;
+    /// errors point at the table.
+    fn section<C: serde::de::DeserializeOwned>(
+        &self,
+        table: &Spanned<toml::Table>,
+        name: &str,
+    ) -> Result<Option<C>, ConfigError> {
+        let mut values = table.get_ref().clone();
+        match values.remove("enabled") {
+            None | Some(toml::Value::Boolean(true)) => {}
+            Some(toml::Value::Boolean(false)) => return Ok(None),
             Some(other) => {
                 return Err(self.error(
-                    self.redaction_span(),
+                    table.span(),
                     format!(
-                        "`enabled` in [redaction] must be true or false, not {}",
+                        "`enabled` in [{name}] must be true or false, not {}",
                         other.type_str()
                     ),
                 ));
             }
-        };
-        if !enabled {
-            return Ok(None);
         }
-        let configured: RedactionConfig =
-            toml::Value::Table(table)
-                .try_into()
-                .map_err(|error: toml::de::Error| {
-                    self.error(
-                        self.redaction_span(),
-                        format!("[redaction]: {}", error.message().trim()),
-                    )
-                })?;
-        let display_set = configured.targets.contains_key(&Target::DisplayToolResult);
-        let plugin = Redaction::try_from_config(configured)
-            .map_err(|error| self.error(self.redaction_span(), format!("[redaction]: {error}")))?;
-        Ok(Some(display_too(plugin, display_set)))
-    }
-
-    fn redaction_span(&self) -> Range<usize> {
-        self.redaction.as_ref().map(Spanned::span).unwrap_or(0..0)
+        toml::Value::Table(values)
+            .try_into()
+            .map(Some)
+            .map_err(|error: toml::de::Error| {
+                self.error(
+                    table.span(),
+                    format!("[{name}]: {}", error.message().trim()),
+                )
+            })
     }
 
     /// The permission rules: the defaults (read and other allowed; edit, execute and MCP

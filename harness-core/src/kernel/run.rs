@@ -964,12 +964,16 @@ impl<'k> Run<'k> {
     /// Adds a tool's result to the conversation and records it as a step.
     async fn add_tool_result(&mut self, prepared: &Prepared, executed: Executed) {
         let call = &prepared.call;
-        let message = KernelMessage::tool_result(
-            &call.id,
-            &call.name,
-            executed.content.as_str(),
-            executed.is_error,
-        );
+        // The tool's own output is kept apart only when a handler may change what the model
+        // sees; otherwise the two are the same text.
+        let reshaped_by_handlers = if executed.is_error {
+            self.kernel.pipeline.has_handlers::<MessageToolError>()
+        } else {
+            self.kernel.pipeline.has_handlers::<MessageToolResult>()
+        };
+        let output = reshaped_by_handlers.then(|| executed.content.clone());
+        let message =
+            KernelMessage::tool_result(&call.id, &call.name, executed.content, executed.is_error);
         let ctx = ToolResultCtx {
             base: self.base(Phase::Act),
             tool_name: call.name.clone(),
@@ -1039,7 +1043,7 @@ impl<'k> Run<'k> {
             call_id: &call.id,
             tool_name: &call.name,
             content: &content,
-            output: &executed.content,
+            output: output.as_deref().unwrap_or(&content),
             is_error,
             healed: prepared.healed,
             duration_ms: executed.duration_ms,

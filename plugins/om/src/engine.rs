@@ -354,18 +354,38 @@ impl Engine {
             memory.take_buffered(state);
         }
         let mut activated = activate_chunks(&mut state.record);
-
         // Buffering kept up when what the chunks leave raw is below the threshold. Otherwise
-        // (no chunk, or too few) observe now what the chunks do not cover, keeping the most
-        // recent messages raw.
+        // (no chunk, or too few) observe now what the chunks do not cover.
         let start = state.record.observed_count as usize;
-        if activated > 0 && memory.tokens.sum(start..total) < effective.threshold {
-            harness.emit(HarnessEvent::OmActivation {
-                triggered_by: trigger,
-                activated_tokens: activated,
-            });
-            return Ok(true);
+        if activated == 0 || memory.tokens.sum(start..total) >= effective.threshold {
+            activated += self
+                .observe_uncovered(harness, memory, state, request, ctx, effective)
+                .await?;
         }
+        if activated == 0 {
+            return Ok(false);
+        }
+        harness.emit(HarnessEvent::OmActivation {
+            triggered_by: trigger,
+            activated_tokens: activated,
+        });
+        Ok(true)
+    }
+
+    /// Observes now the messages from `observed_count` on, keeping the most recent ones (up
+    /// to the keep window) raw and never splitting a tool call from its results. Returns the
+    /// raw tokens the new observations replace.
+    async fn observe_uncovered(
+        &self,
+        harness: &Harness,
+        memory: &Arc<ThreadMemory>,
+        state: &mut ThreadState,
+        request: &ModelRequest,
+        ctx: &ModelCtx,
+        effective: &Effective,
+    ) -> Result<u64, RunFailure> {
+        let total = request.messages.len();
+        let start = state.record.observed_count as usize;
         let keep = (effective.threshold as f64 * self.config.keep_recent) as u64;
         let per_message = memory.tokens.each(start..total);
         let mut kept = 0;
@@ -377,57 +397,51 @@ impl Engine {
             kept += tokens;
             target = start + offset;
         }
-        if target > start {
-            harness.flush_messages().await;
-            let stored = harness
-                .store()
-                .messages(&memory.id)
-                .await
-                .map_err(om_failure)?;
-            let end = boundary_forward(&request.messages, target, stored.len());
-            if end > start {
-                memory.tokens.settle_range(&request.messages, start..end);
-                let message_tokens = memory.tokens.sum(start..end);
-                harness.emit(HarnessEvent::OmObservationStart {
-                    pending_tokens: message_tokens,
-                });
-                let started = Instant::now();
-                let observed = self
-                    .observe(
-                        harness,
-                        ctx,
-                        effective,
-                        &state.record,
-                        &request.messages[start..end],
-                        &stored[start..end],
-                        Pass::Observe,
-                    )
-                    .await?;
-                let observation_tokens = TokenCounter::global().count(&observed.observations);
-                apply_observed(
-                    &mut state.record,
-                    observed,
-                    observation_tokens,
-                    (end - start) as u64,
-                    stored[end - 1].id.clone(),
-                    message_tokens,
-                );
-                activated += message_tokens;
-                harness.emit(HarnessEvent::OmObservationEnd {
-                    observed_messages: u32::try_from(end - start).unwrap_or(u32::MAX),
-                    observation_tokens: state.record.observation_tokens,
-                    duration_ms: elapsed_ms(started),
-                });
-            }
+        if target <= start {
+            return Ok(0);
         }
-        if activated == 0 {
-            return Ok(false);
+        harness.flush_messages().await;
+        let stored = harness
+            .store()
+            .messages(&memory.id)
+            .await
+            .map_err(om_failure)?;
+        let end = boundary_forward(&request.messages, target, stored.len());
+        if end <= start {
+            return Ok(0);
         }
-        harness.emit(HarnessEvent::OmActivation {
-            triggered_by: trigger,
-            activated_tokens: activated,
+        memory.tokens.settle_range(&request.messages, start..end);
+        let message_tokens = memory.tokens.sum(start..end);
+        harness.emit(HarnessEvent::OmObservationStart {
+            pending_tokens: message_tokens,
         });
-        Ok(true)
+        let started = Instant::now();
+        let observed = self
+            .observe(
+                harness,
+                ctx,
+                effective,
+                &state.record,
+                &request.messages[start..end],
+                &stored[start..end],
+                Pass::Observe,
+            )
+            .await?;
+        let observation_tokens = TokenCounter::global().count(&observed.observations);
+        apply_observed(
+            &mut state.record,
+            observed,
+            observation_tokens,
+            (end - start) as u64,
+            stored[end - 1].id.clone(),
+            message_tokens,
+        );
+        harness.emit(HarnessEvent::OmObservationEnd {
+            observed_messages: u32::try_from(end - start).unwrap_or(u32::MAX),
+            observation_tokens: state.record.observation_tokens,
+            duration_ms: elapsed_ms(started),
+        });
+        Ok(message_tokens)
     }
 
     /// Starts buffering in the background when enough new tokens piled up since the last chunk.
