@@ -288,6 +288,77 @@ async fn fail_open_keeps_the_previous_payload_and_reports() {
 }
 
 #[tokio::test]
+async fn typed_handlers_behave_alike_on_the_fast_and_the_general_path() {
+    // Typed synchronous handlers alone take the fast path; an async handler after them sends
+    // the same handlers down the general path.
+    for general in [false, true] {
+        let (failures, sink) = sink();
+        let pipeline = Pipeline::builder()
+            .error_sink(sink)
+            .compose(|c| {
+                let c = c
+                    .on(PromptSystem, |s: &String, _: &BaseCtx| format!("{s}+1"))
+                    .on(PromptSystem, |_: &String, _: &BaseCtx| {
+                        Flow::<String>::fail("boom")
+                    })
+                    .on(PromptSystem, |_: &String, _: &BaseCtx| -> String {
+                        panic!("bang")
+                    })
+                    .on(PromptSystem, |_: &String, _: &BaseCtx| Flow::<String>::Keep)
+                    .on(PromptSystem, |s: &String, _: &BaseCtx| format!("{s}+2"));
+                if general {
+                    c.on_async(
+                        PromptSystem,
+                        |s: String, _: BaseCtx| async move { s + "+3" },
+                    )
+                } else {
+                    c
+                }
+            })
+            .build()
+            .unwrap();
+        let outcome = emit_string::<PromptSystem>(&pipeline, "p").await.unwrap();
+        let expected = if general { "p+1+2+3" } else { "p+1+2" };
+        assert_eq!(outcome.into_payload().unwrap(), expected);
+        let failures = failures.lock().unwrap();
+        let kinds: Vec<_> = failures
+            .iter()
+            .map(|f| (f.kind, f.error.message()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (FailureKind::Failed, "boom"),
+                (FailureKind::Panicked, "panicked: bang")
+            ]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_json_handler_sees_what_a_typed_handler_before_it_returned() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let pipeline = Pipeline::builder()
+        .compose(|c| {
+            c.on_json(
+                "prompt.*",
+                move |payload: &Value, _: &harness_tags::TagInfo<'_>| {
+                    record.lock().unwrap().push(payload.clone());
+                    Flow::<Value>::Keep
+                },
+            )
+            .on(PromptSystem, |s: &String, _: &BaseCtx| format!("{s}+typed"))
+            .register(on_json("prompt.system", append_json("json")))
+        })
+        .build()
+        .unwrap();
+    let outcome = emit_string::<PromptSystem>(&pipeline, "p").await.unwrap();
+    assert_eq!(outcome.into_payload().unwrap(), "p+typed>json");
+    assert_eq!(*seen.lock().unwrap(), [json!("p")]);
+}
+
+#[tokio::test]
 async fn fail_closed_fails_the_emit_at_typed_and_json_handlers() {
     for json_handler in [false, true] {
         let (failures, sink) = sink();

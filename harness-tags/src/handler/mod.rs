@@ -34,8 +34,8 @@ pub use typed::{
     AsyncFn, On, ServiceHandler, SyncFn, TagRequest, Tap, on, on_async, on_service, tap, tap_async,
     tap_service,
 };
+pub(crate) use typed::{Halt, OnStep, SyncOnFn, SyncTapFn, TapSpec};
 pub use typed::{OnHandler, TapHandler, TapOutput};
-pub(crate) use typed::{OnStep, SyncOnFn, SyncTapFn, TapSpec};
 
 /// Names a registration in failure reports and traces, e.g. `redaction: on message.tool-result`.
 #[derive(Clone, PartialEq, Eq, Hash)]

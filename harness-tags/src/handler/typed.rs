@@ -287,9 +287,59 @@ pub enum OnStep<T: Tag> {
     Service(BoxCloneSyncService<TagRequest<T>, Flow<T::Payload>, BoxError>),
 }
 
+/// A compiled synchronous `on` handler (an implementation detail of the pipeline).
+///
+/// It takes the payload by value and always gives one back: the new payload, or the one it
+/// got when the handler kept it, suppressed the emit or failed (then `halt` says which). The
+/// payload thus stays in registers from one handler to the next, where a borrowed payload
+/// would go through memory at every step, and a failing handler still cannot lose it.
 #[doc(hidden)]
-pub type SyncOnFn<T> =
-    dyn Fn(&<T as Tag>::Payload, &<T as Tag>::Ctx) -> Flow<<T as Tag>::Payload> + Send + Sync;
+pub type SyncOnFn<T> = dyn Fn(<T as Tag>::Payload, &<T as Tag>::Ctx, &mut Option<Halt>) -> <T as Tag>::Payload
+    + Send
+    + Sync;
+
+/// Why a synchronous `on` handler stopped an emit (an implementation detail of the pipeline).
+#[doc(hidden)]
+pub enum Halt {
+    /// The handler returned [`Flow::Suppress`].
+    Suppress,
+    /// The handler failed or panicked.
+    Fail(TagError),
+}
+
+impl Halt {
+    pub(crate) fn into_flow<P>(self) -> Flow<P> {
+        match self {
+            Halt::Suppress => Flow::Suppress,
+            Halt::Fail(error) => Flow::Fail(error),
+        }
+    }
+}
+
+/// Runs a synchronous `on` handler over an owned payload (see [`SyncOnFn`]).
+#[inline(always)]
+fn run_sync_on<T: Tag, R: IntoFlow<T::Payload>>(
+    payload: T::Payload,
+    halt: &mut Option<Halt>,
+    handler: impl FnOnce(&T::Payload) -> R,
+) -> T::Payload {
+    match catch_unwind(AssertUnwindSafe(|| handler(&payload).into_flow())) {
+        Ok(Flow::Continue(next)) => T::constrain(&payload, next),
+        Ok(Flow::Keep) => payload,
+        Ok(Flow::Suppress) => {
+            *halt = Some(Halt::Suppress);
+            payload
+        }
+        Ok(Flow::Fail(error)) => {
+            *halt = Some(Halt::Fail(error));
+            payload
+        }
+        Err(panic) => {
+            *halt = Some(Halt::Fail(TagError::from_panic(&*panic)));
+            payload
+        }
+    }
+}
 
 #[doc(hidden)]
 pub type SyncTapFn<T> =
@@ -426,13 +476,11 @@ where
         // Each handler catches its own panic (free until one happens), so the pipeline's hot
         // loop needs no unwinding guard; owning the function saves a pointer chase per emit.
         match Arc::try_unwrap(self.0) {
-            Ok(handler) => OnStep::Sync(Box::new(move |payload, ctx| {
-                catch_unwind(AssertUnwindSafe(|| handler(payload, ctx).into_flow()))
-                    .unwrap_or_else(|panic| Flow::Fail(TagError::from_panic(&*panic)))
+            Ok(handler) => OnStep::Sync(Box::new(move |payload, ctx, halt| {
+                run_sync_on::<T, R>(payload, halt, |payload| handler(payload, ctx))
             })),
-            Err(shared) => OnStep::Sync(Box::new(move |payload, ctx| {
-                catch_unwind(AssertUnwindSafe(|| shared(payload, ctx).into_flow()))
-                    .unwrap_or_else(|panic| Flow::Fail(TagError::from_panic(&*panic)))
+            Err(shared) => OnStep::Sync(Box::new(move |payload, ctx, halt| {
+                run_sync_on::<T, R>(payload, halt, |payload| shared(payload, ctx))
             })),
         }
     }

@@ -22,8 +22,8 @@ use super::{BuildError, EmitOutcome, EmitResult};
 use crate::context::TagContext;
 use crate::flow::{BoxError, FailurePolicy, Flow, TagError};
 use crate::handler::{
-    HandlerId, JsonOnStep, JsonRequest, OnStep, SyncJsonOnFn, SyncJsonTapFn, SyncOnFn, SyncTapFn,
-    TagInfo, TagRequest, TapSpec,
+    Halt, HandlerId, JsonOnStep, JsonRequest, OnStep, SyncJsonOnFn, SyncJsonTapFn, SyncOnFn,
+    SyncTapFn, TagInfo, TagRequest, TapSpec,
 };
 use crate::tag::{Tag, TagDescriptor};
 use futures_util::future::BoxFuture;
@@ -242,11 +242,23 @@ impl<T: Tag> Chain<T> {
             iteration = ctx.iteration(),
             call_id = ctx.call_id()
         );
-        let _entered = span.enter();
         if self.sync_only {
+            let _entered = span.enter();
             return Started::Done(self.emit_sync_only(payload, ctx));
         }
-        let mut run = Run {
+        self.start_general(payload, ctx, span)
+    }
+
+    /// The general path: JSON handlers, services and queued taps. Out of line, so that the
+    /// fast path inlined into every emit site stays small.
+    #[inline(never)]
+    fn start_general<'a>(
+        &'a self,
+        payload: T::Payload,
+        ctx: &'a T::Ctx,
+        span: tracing::Span,
+    ) -> Started<'a, T> {
+        let run = Run {
             chain: self,
             ctx,
             current: payload,
@@ -254,13 +266,10 @@ impl<T: Tag> Chain<T> {
             next_on: 0,
             next_tap: 0,
         };
-        let progress = run.drive();
-        drop(_entered);
+        let progress = span.in_scope(|| run.drive());
         match progress {
-            Progress::Finished => Started::Done(Ok(EmitOutcome::Continue(run.current))),
-            Progress::Suppressed(by) => Started::Done(Ok(EmitOutcome::Suppressed { by })),
-            Progress::Failed(error) => Started::Done(Err(error)),
-            Progress::Blocked(blocking) => Started::Async(run.continue_async(blocking, span)),
+            Progress::Ended(result) => Started::Done(result),
+            Progress::Blocked(run, blocking) => Started::Async(run.continue_async(blocking, span)),
         }
     }
 
@@ -269,15 +278,13 @@ impl<T: Tag> Chain<T> {
     #[inline]
     fn emit_sync_only(&self, payload: T::Payload, ctx: &T::Ctx) -> EmitResult<T::Payload> {
         let mut current = payload;
+        let mut halt = None;
         for (index, handler) in self.sync_ons.iter().enumerate() {
-            match handler(&current, ctx) {
-                Flow::Continue(payload) => current = T::constrain(&current, payload),
-                Flow::Keep => {}
-                flow => {
-                    if let Some(end) = self.stopped(index, flow) {
-                        return end;
-                    }
-                }
+            current = handler(current, ctx, &mut halt);
+            if halt.is_some()
+                && let Some(end) = self.halted(index, &mut halt)
+            {
+                return end;
             }
         }
         for (index, tap) in self.sync_taps.iter().enumerate() {
@@ -288,9 +295,10 @@ impl<T: Tag> Chain<T> {
         Ok(EmitOutcome::Continue(current))
     }
 
-    /// An `on` handler neither continued nor kept: `Some` ends the emit.
+    /// An `on` handler suppressed the emit or failed: `Some` ends the emit.
     #[cold]
-    fn stopped(&self, index: usize, flow: Flow<T::Payload>) -> Option<EmitResult<T::Payload>> {
+    fn halted(&self, index: usize, halt: &mut Option<Halt>) -> Option<EmitResult<T::Payload>> {
+        let flow = halt.take()?.into_flow::<T::Payload>();
         let (kind, error) = match classify(self.descriptor, flow) {
             Step::Replace(_) | Step::Keep => return None,
             Step::Suppress => {
@@ -358,11 +366,10 @@ pub(crate) enum Started<'a, T: Tag> {
 }
 
 enum Progress<'a, T: Tag> {
-    Finished,
-    Suppressed(HandlerId),
-    Failed(super::EmitError),
+    /// The emit finished, was suppressed or failed.
+    Ended(EmitResult<T::Payload>),
     /// The next step must be awaited.
-    Blocked(Blocking<'a, T>),
+    Blocked(Run<'a, T>, Blocking<'a, T>),
 }
 
 #[derive(Clone, Copy)]
@@ -376,11 +383,13 @@ enum ParkedTap<T: Tag> {
     Json(Arc<TapQueue<JsonRequest>>, JsonRequest),
 }
 
+/// An emit on the general path. It owns the payload and is passed by value, so that a
+/// synchronous handler can take the payload and give it back.
 struct Run<'a, T: Tag> {
     chain: &'a Chain<T>,
     ctx: &'a T::Ctx,
     current: T::Payload,
-    /// The current payload as JSON, kept while no typed handler changed it.
+    /// The current payload as JSON, kept while no typed handler ran since it was made.
     json: Option<Value>,
     /// The next `on` step to run (advanced before a step runs).
     next_on: usize,
@@ -392,7 +401,7 @@ struct Run<'a, T: Tag> {
 enum Blocking<'a, T: Tag> {
     Service(&'a BoxCloneSyncService<TagRequest<T>, Flow<T::Payload>, BoxError>),
     JsonService(&'a BoxCloneSyncService<JsonRequest, Flow<Value>, BoxError>),
-    // Boxed: parking is the slow path, and a small `Progress` keeps the sync path cheap.
+    // Boxed: parking is the slow path.
     Parked(Box<ParkedTap<T>>),
 }
 
@@ -400,74 +409,40 @@ enum Blocking<'a, T: Tag> {
 pub(crate) type Probe = Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
 
 impl<'a, T: Tag> Run<'a, T> {
-    /// Runs every step it can without awaiting; panics are caught once around the loop and
-    /// charged to the step in flight, whose borrowed payload is still intact.
-    fn drive(&mut self) -> Progress<'a, T> {
-        loop {
-            match catch_unwind(AssertUnwindSafe(|| self.drive_unguarded())) {
-                Ok(progress) => return progress,
-                Err(panic) => {
-                    if let Some(error) = self.fail(
-                        self.in_flight(),
-                        FailureKind::Panicked,
-                        panic_message(&*panic),
-                    ) {
-                        return Progress::Failed(error);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The step that was running: the cursors are advanced before a step runs.
-    fn in_flight(&self) -> InFlight {
-        if self.next_tap > 0 {
-            InFlight::Tap(self.next_tap - 1)
-        } else {
-            InFlight::On(self.next_on.saturating_sub(1))
-        }
-    }
-
-    fn drive_unguarded(&mut self) -> Progress<'a, T> {
+    /// Runs every step it can without awaiting. Every step catches its own panics: typed
+    /// handlers in their compiled form, JSON steps here, around both their conversions and
+    /// the handler, while the typed payload is still intact.
+    fn drive(mut self) -> Progress<'a, T> {
         let chain = self.chain;
         let ctx = self.ctx;
         while let Some(staged) = chain.ons.get(self.next_on) {
             let index = self.next_on;
             self.next_on = index + 1;
             match &staged.kind {
-                // The hot path: a typed synchronous handler that continues or keeps.
-                OnKind::Sync(handler) => match chain.sync_ons[*handler](&self.current, ctx) {
-                    Flow::Continue(payload) => {
-                        self.current = T::constrain(&self.current, payload);
-                        if self.json.is_some() {
-                            self.json = None;
+                OnKind::Sync(handler) => {
+                    let mut halt = None;
+                    self.current = chain.sync_ons[*handler](self.current, ctx, &mut halt);
+                    if halt.is_some() {
+                        if let Some(end) = chain.halted(index, &mut halt) {
+                            return Progress::Ended(end);
                         }
+                    } else {
+                        // Kept or replaced: the compiled form does not say which.
+                        self.json = None;
                     }
-                    Flow::Keep => {}
-                    flow => {
-                        if let Some(progress) = self.apply(index, TypedOrJson::Typed(flow)) {
-                            return progress;
-                        }
-                    }
-                },
+                }
                 OnKind::JsonSync(handler) => {
-                    let flow = match self.json_payload() {
-                        Ok(json) => {
-                            TypedOrJson::Json(handler(json, &TagInfo::new(chain.descriptor, ctx)))
-                        }
-                        Err(error) => TypedOrJson::Typed(Flow::Fail(error)),
-                    };
-                    if let Some(progress) = self.apply(index, flow) {
-                        return progress;
+                    if let Some(end) = self.json_step(index, &**handler) {
+                        return Progress::Ended(end);
                     }
                 }
                 OnKind::Service(service) => {
                     self.next_on = index;
-                    return Progress::Blocked(Blocking::Service(service));
+                    return Progress::Blocked(self, Blocking::Service(service));
                 }
                 OnKind::JsonService(service) => {
                     self.next_on = index;
-                    return Progress::Blocked(Blocking::JsonService(service));
+                    return Progress::Blocked(self, Blocking::JsonService(service));
                 }
             }
         }
@@ -475,42 +450,65 @@ impl<'a, T: Tag> Run<'a, T> {
         while let Some(staged) = chain.taps.get(self.next_tap) {
             let index = self.next_tap;
             self.next_tap = index + 1;
-            let outcome =
-                match &staged.kind {
-                    TapKind::Sync(tap) => chain.sync_taps[*tap](&self.current, ctx),
-                    TapKind::JsonSync(tap) => match self.json_payload() {
-                        Ok(json) => tap(json, &TagInfo::new(chain.descriptor, ctx)),
-                        Err(error) => Err(error.into()),
-                    },
-                    TapKind::Queued(queue) => {
-                        let request = TagRequest {
-                            payload: self.current.clone(),
-                            ctx: ctx.clone(),
-                        };
+            let outcome = match &staged.kind {
+                TapKind::Sync(tap) => chain.sync_taps[*tap](&self.current, ctx),
+                TapKind::JsonSync(tap) => caught(|| {
+                    let json = self.json_payload()?;
+                    tap(json, &TagInfo::new(chain.descriptor, ctx))
+                }),
+                TapKind::Queued(queue) => {
+                    let request = TagRequest {
+                        payload: self.current.clone(),
+                        ctx: ctx.clone(),
+                    };
+                    if let TryEnqueue::Full(request) = queue.try_enqueue(request) {
+                        let parked = ParkedTap::Typed(queue.clone(), request);
+                        return Progress::Blocked(self, Blocking::Parked(Box::new(parked)));
+                    }
+                    Ok(())
+                }
+                TapKind::JsonQueued(queue) => match caught(|| Ok(self.json_request()?)) {
+                    Ok(request) => {
                         if let TryEnqueue::Full(request) = queue.try_enqueue(request) {
-                            return Progress::Blocked(Blocking::Parked(Box::new(
-                                ParkedTap::Typed(queue.clone(), request),
-                            )));
+                            let parked = ParkedTap::Json(queue.clone(), request);
+                            return Progress::Blocked(self, Blocking::Parked(Box::new(parked)));
                         }
                         Ok(())
                     }
-                    TapKind::JsonQueued(queue) => match self.json_request() {
-                        Ok(request) => {
-                            if let TryEnqueue::Full(request) = queue.try_enqueue(request) {
-                                return Progress::Blocked(Blocking::Parked(Box::new(
-                                    ParkedTap::Json(queue.clone(), request),
-                                )));
-                            }
-                            Ok(())
-                        }
-                        Err(error) => Err(error.into()),
-                    },
-                };
+                    Err(error) => Err(error),
+                },
+            };
             if let Err(error) = outcome {
                 chain.tap_failed(index, error);
             }
         }
-        Progress::Finished
+        Progress::Ended(Ok(EmitOutcome::Continue(self.current)))
+    }
+
+    /// A synchronous JSON `on` step: the payload's JSON form, the handler, and the reshaped
+    /// payload's way back, with a panic in any of them charged to the step. `Some` ends the
+    /// emit.
+    fn json_step(
+        &mut self,
+        index: usize,
+        handler: &SyncJsonOnFn,
+    ) -> Option<EmitResult<T::Payload>> {
+        let (descriptor, ctx) = (self.chain.descriptor, self.ctx);
+        let step = catch_unwind(AssertUnwindSafe(|| {
+            let flow = match self.json_payload() {
+                Ok(json) => TypedOrJson::Json(handler(json, &TagInfo::new(descriptor, ctx))),
+                Err(error) => TypedOrJson::Typed(Flow::Fail(error)),
+            };
+            self.apply(index, flow)
+        }));
+        step.unwrap_or_else(|panic| {
+            self.fail(
+                InFlight::On(index),
+                FailureKind::Panicked,
+                panic_message(&*panic),
+            )
+            .map(Err)
+        })
     }
 
     /// Turns the rest of the emit into a boxed future. Kept out of line so that the sync
@@ -526,28 +524,23 @@ impl<'a, T: Tag> Run<'a, T> {
     }
 
     /// Finishes an emit that had to await: the blocking step, then the sync loop again.
-    async fn finish(
-        mut self,
-        mut blocking: Blocking<'a, T>,
-    ) -> Result<EmitOutcome<T::Payload>, super::EmitError> {
+    async fn finish(mut self, mut blocking: Blocking<'a, T>) -> EmitResult<T::Payload> {
         loop {
-            if let Some(progress) = self.await_step(blocking).await {
-                return progress;
+            if let Some(end) = self.await_step(blocking).await {
+                return end;
             }
-            blocking = match self.drive() {
-                Progress::Finished => return Ok(EmitOutcome::Continue(self.current)),
-                Progress::Suppressed(by) => return Ok(EmitOutcome::Suppressed { by }),
-                Progress::Failed(error) => return Err(error),
-                Progress::Blocked(next) => next,
-            };
+            match self.drive() {
+                Progress::Ended(result) => return result,
+                Progress::Blocked(run, next) => {
+                    self = run;
+                    blocking = next;
+                }
+            }
         }
     }
 
     /// Awaits one blocking step; `Some` ends the emit.
-    async fn await_step(
-        &mut self,
-        blocking: Blocking<'a, T>,
-    ) -> Option<Result<EmitOutcome<T::Payload>, super::EmitError>> {
+    async fn await_step(&mut self, blocking: Blocking<'a, T>) -> Option<EmitResult<T::Payload>> {
         let index = self.next_on;
         let flow = match blocking {
             Blocking::Parked(parked) => {
@@ -577,22 +570,19 @@ impl<'a, T: Tag> Run<'a, T> {
                 }
             }
         };
-        let progress = match flow {
+        match flow {
             Ok(flow) => self.apply(index, flow),
-            Err((kind, error)) => self
-                .fail(InFlight::On(index), kind, error)
-                .map(Progress::Failed),
-        };
-        match progress? {
-            Progress::Suppressed(by) => Some(Ok(EmitOutcome::Suppressed { by })),
-            Progress::Failed(error) => Some(Err(error)),
-            Progress::Finished | Progress::Blocked(_) => None,
+            Err((kind, error)) => self.fail(InFlight::On(index), kind, error).map(Err),
         }
     }
 
     /// Applies one handler's decision. `Some` ends the emit.
     #[cold]
-    fn apply(&mut self, index: usize, flow: TypedOrJson<T::Payload>) -> Option<Progress<'a, T>> {
+    fn apply(
+        &mut self,
+        index: usize,
+        flow: TypedOrJson<T::Payload>,
+    ) -> Option<EmitResult<T::Payload>> {
         let descriptor = self.chain.descriptor;
         let (kind, error) = match flow {
             TypedOrJson::Typed(flow) => match classify(descriptor, flow) {
@@ -615,12 +605,13 @@ impl<'a, T: Tag> Run<'a, T> {
                 Step::Failure(kind, error) => (kind, error),
             },
         };
-        self.fail(InFlight::On(index), kind, error)
-            .map(Progress::Failed)
+        self.fail(InFlight::On(index), kind, error).map(Err)
     }
 
-    fn suppressed_by(&self, index: usize) -> Progress<'a, T> {
-        Progress::Suppressed(self.chain.ons[index].id.clone())
+    fn suppressed_by(&self, index: usize) -> EmitResult<T::Payload> {
+        Ok(EmitOutcome::Suppressed {
+            by: self.chain.ons[index].id.clone(),
+        })
     }
 
     /// Validates a reshaped JSON payload against the tag's schema and converts it back.
@@ -715,6 +706,12 @@ pub(crate) fn classify<P>(descriptor: &TagDescriptor, flow: Flow<P>) -> Step<P> 
 enum TypedOrJson<P> {
     Typed(Flow<P>),
     Json(Flow<Value>),
+}
+
+/// Runs a synchronous step, turning a panic into its error.
+fn caught<R>(step: impl FnOnce() -> Result<R, BoxError>) -> Result<R, BoxError> {
+    catch_unwind(AssertUnwindSafe(step))
+        .unwrap_or_else(|panic| Err(Box::new(panic_message(&*panic))))
 }
 
 /// Calls a service with its readiness, catching panics in `poll_ready`, `call` and the future.
