@@ -231,11 +231,19 @@ impl TagDescriptor {
     }
 
     /// The position of this descriptor in [`catalog()`]; stable for the life of the program.
+    /// Inlined: every emit looks its chain up by it.
+    #[inline]
     pub(crate) fn index(&'static self) -> usize {
         let cached = self.index.load(Ordering::Relaxed);
         if cached != UNINDEXED {
             return cached;
         }
+        self.find_index()
+    }
+
+    /// The first lookup of a descriptor's position, remembered for the next ones.
+    #[cold]
+    fn find_index(&'static self) -> usize {
         // Every descriptor reachable through `Tag::descriptor` is in the distributed slice, so
         // the search always finds it; `catalog().len()` is a harmless sentinel otherwise.
         let position = catalog()
