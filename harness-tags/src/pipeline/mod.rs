@@ -464,8 +464,8 @@ impl Pipeline {
     /// final payload, and returns what the emit site must use.
     ///
     /// Like every future, the emit does nothing until it is awaited (or [`Emit::now`] is
-    /// called). Emitting a tag nobody registered for costs a branch. When every handler of the
-    /// tag is synchronous, the first poll completes the emit and nothing is allocated.
+    /// called). Emitting a tag nobody registered for costs a table lookup. When every handler of
+    /// the tag is synchronous, the first poll completes the emit and nothing is allocated.
     pub fn emit<'a, T: Tag>(&'a self, payload: T::Payload, ctx: &'a T::Ctx) -> Emit<'a, T> {
         Emit::new(self.chain::<T>(), payload, ctx)
     }
