@@ -204,3 +204,10 @@ pub enum FailurePolicy {
     /// broken redaction never lets unredacted text through.
     FailClosed,
 }
+
+/// Runs a synchronous step (a tap, a JSON step), turning a panic into its error.
+#[inline]
+pub(crate) fn caught<R>(step: impl FnOnce() -> Result<R, BoxError>) -> Result<R, BoxError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(step))
+        .unwrap_or_else(|panic| Err(Box::new(TagError::from_panic(&*panic))))
+}

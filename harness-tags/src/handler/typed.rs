@@ -12,7 +12,7 @@ use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceExt};
 
 use super::{Body, Options, Registration, registration_options};
-use crate::flow::{BoxError, Flow, IntoFlow, TagError};
+use crate::flow::{BoxError, Flow, IntoFlow, TagError, caught};
 use crate::pipeline::TapQueueConfig;
 use crate::tag::Tag;
 
@@ -504,12 +504,10 @@ where
     fn into_spec(self) -> TapSpec<T> {
         match Arc::try_unwrap(self.0) {
             Ok(handler) => TapSpec::Sync(Box::new(move |payload, ctx| {
-                catch_unwind(AssertUnwindSafe(|| handler(payload, ctx).into_result()))
-                    .unwrap_or_else(|panic| Err(Box::new(TagError::from_panic(&*panic))))
+                caught(|| handler(payload, ctx).into_result())
             })),
             Err(shared) => TapSpec::Sync(Box::new(move |payload, ctx| {
-                catch_unwind(AssertUnwindSafe(|| shared(payload, ctx).into_result()))
-                    .unwrap_or_else(|panic| Err(Box::new(TagError::from_panic(&*panic))))
+                caught(|| shared(payload, ctx).into_result())
             })),
         }
     }

@@ -20,7 +20,7 @@ use super::failure::{ErrorSink, FailureKind, HandlerFailure, panic_message, repo
 use super::queue::{AnyQueue, TapQueue, TapQueueConfig, TryEnqueue};
 use super::{BuildError, EmitOutcome, EmitResult};
 use crate::context::TagContext;
-use crate::flow::{BoxError, FailurePolicy, Flow, TagError};
+use crate::flow::{BoxError, FailurePolicy, Flow, TagError, caught};
 use crate::handler::{
     Halt, HandlerId, JsonOnStep, JsonRequest, OnStep, SyncJsonOnFn, SyncJsonTapFn, SyncOnFn,
     SyncTapFn, TagInfo, TagRequest, TapSpec,
@@ -706,12 +706,6 @@ pub(crate) fn classify<P>(descriptor: &TagDescriptor, flow: Flow<P>) -> Step<P> 
 enum TypedOrJson<P> {
     Typed(Flow<P>),
     Json(Flow<Value>),
-}
-
-/// Runs a synchronous step, turning a panic into its error.
-fn caught<R>(step: impl FnOnce() -> Result<R, BoxError>) -> Result<R, BoxError> {
-    catch_unwind(AssertUnwindSafe(step))
-        .unwrap_or_else(|panic| Err(Box::new(panic_message(&*panic))))
 }
 
 /// Calls a service with its readiness, catching panics in `poll_ready`, `call` and the future.
