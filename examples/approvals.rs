@@ -15,7 +15,7 @@ use harness_core::event::HarnessEvent;
 use harness_core::harness::{Harness, Mode};
 use harness_core::model::{Scripted, ScriptedModel};
 use harness_core::tool::{ApprovalAnswer, Tool, ToolError, tool_fn};
-use harness_examples::{scripted_models, tool_results};
+use harness_examples::tool_results;
 use harness_permissions::Permissions;
 use harness_tags::ToolCategory;
 use serde_json::{Value, json};
@@ -56,7 +56,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ran: Log = Arc::default();
     let harness = Harness::builder("ops")
         .mode(Mode::new("ops").default_model("scripted/ops"))
-        .model_resolver(scripted_models(&[Arc::clone(&model)]))
+        .model(Arc::clone(&model))
         .tool(tool("read_config", ToolCategory::Read, &ran))
         .tool(tool("edit_config", ToolCategory::Edit, &ran))
         .tool(tool("deploy", ToolCategory::Execute, &ran))
@@ -72,7 +72,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _answers = harness.listen(move |event| {
         let HarnessEvent::ToolApprovalRequired {
             tool_name, reason, ..
-        } = event
+        } = &event.event
         else {
             return;
         };

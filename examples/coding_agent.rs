@@ -154,11 +154,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             workspace.root().display()
         ))
         .mode(Mode::new("build").default_model(model_id.clone()))
-        .model_resolver(move |_| Ok(Arc::clone(&model)))
+        .model(model)
         .plugin(permissions)
         .interactive(true);
     for tool in workspace.tools() {
-        builder = builder.tool_arc(tool);
+        builder = builder.tool(tool);
     }
     let harness = builder.build()?;
     harness.init().await?;
@@ -174,9 +174,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let Delivery::Event(event) = delivery else {
                 continue;
             };
-            print!("{}", view.apply(&event));
+            print!("{}", view.apply(&event.event));
             let _ = std::io::stdout().flush();
-            match &*event {
+            match &event.event {
                 HarnessEvent::ToolApprovalRequired { tool_name, .. } => {
                     let answer = if auto {
                         println!("  → approved in code");

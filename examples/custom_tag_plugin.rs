@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use harness_core::harness::{Harness, Mode};
 use harness_core::model::{Scripted, ScriptedModel};
 use harness_core::tool::{ToolContext, ToolError, tool_fn};
-use harness_examples::{scripted_models, tool_results};
+use harness_examples::tool_results;
 use harness_tags::{BaseCtx, Compose, Flow, Pipeline, Plugin, Tag, TagInfo};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -145,7 +145,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let harness = Harness::builder("care")
         .mode(Mode::new("care").default_model("scripted/care"))
-        .model_resolver(scripted_models(&[Arc::clone(&model)]))
+        .model(Arc::clone(&model))
         .tool(refund)
         .plugin(Compliance {
             limit_cents: 50_000,

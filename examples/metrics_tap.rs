@@ -43,7 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let harness = Harness::builder("metrics-demo")
         .mode(Mode::new("build").default_model("scripted/demo"))
-        .model_resolver(move |_| Ok(model.clone() as _))
+        .model(Arc::clone(&model))
         .tool(tool_fn("read_file", "Reads a file.", |_: Value, _| async {
             Ok::<_, ToolError>("[package]\nname = \"demo\"")
         }))

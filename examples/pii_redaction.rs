@@ -21,7 +21,7 @@ use harness_core::model::{
     FinishReason, KernelMessage, ModelRequest, ModelResponse, Scripted, ScriptedModel, ToolCall,
 };
 use harness_core::tool::{ToolContext, ToolError, tool_fn};
-use harness_examples::{scripted_models, tool_results};
+use harness_examples::tool_results;
 use harness_redaction::{Detector, Entity, Operator, Redaction, Redactor, Target};
 use serde_json::{Value, json};
 
@@ -77,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let inbox = Arc::clone(&received);
     let harness = Harness::builder("support")
         .mode(Mode::new("support").default_model("scripted/support"))
-        .model_resolver(scripted_models(&[Arc::clone(&model)]))
+        .model(Arc::clone(&model))
         .tool(tool_fn(
             "crm_lookup",
             "Looks a customer up in the CRM.",
@@ -102,7 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shown: Arc<Mutex<Vec<String>>> = Arc::default();
     let screen = Arc::clone(&shown);
     let _ui = harness.listen(move |event| {
-        if let HarnessEvent::ToolEnd { result, .. } = event
+        if let HarnessEvent::ToolEnd { result, .. } = &event.event
             && let Ok(mut screen) = screen.lock()
         {
             screen.push(result.clone());

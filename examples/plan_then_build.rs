@@ -112,7 +112,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The user interface: reject the first plan with feedback, approve the second.
     let plans = Arc::new(Mutex::new(0));
     let ui = harness.clone();
-    let _reviewer = harness.listen(move |event| match event {
+    let _reviewer = harness.listen(move |envelope| match &envelope.event {
         HarnessEvent::ToolSuspended {
             tool_call_id,
             tool_name,

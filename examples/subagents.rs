@@ -80,7 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .forked(true),
         )
         .build()?;
-    let _ui = harness.listen(|event| match event {
+    let _ui = harness.listen(|envelope| match &envelope.event {
         HarnessEvent::SubagentStart {
             agent_type,
             task,

@@ -157,7 +157,7 @@ fn hub_throughput(subscribers: usize, events: u64) -> Throughput {
                 while let Some(delivery) = subscription.recv().await {
                     match delivery {
                         Delivery::Event(event) => {
-                            if !matches!(*event, HarnessEvent::DisplayStateChanged { .. }) {
+                            if !matches!(event.event, HarnessEvent::DisplayStateChanged { .. }) {
                                 progress.read.fetch_add(1, Ordering::Release);
                             }
                         }

@@ -276,7 +276,7 @@ impl<'a, W: Write> Chat<'a, W> {
 
     fn on_delivery(&mut self, delivery: Delivery) -> Result<(), CliError> {
         let text = match delivery {
-            Delivery::Event(event) => self.view.apply(&event),
+            Delivery::Event(envelope) => self.view.apply(&envelope.event),
             Delivery::Missed(_) => {
                 self.view.resync((*self.harness.display_state()).clone());
                 String::new()

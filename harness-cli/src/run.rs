@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use futures_util::{FutureExt, StreamExt};
 use harness_core::display::PendingSuspension;
-use harness_core::event::{Delivery, HarnessEvent};
+use harness_core::event::{Delivery, EventEnvelope, HarnessEvent};
 use harness_core::harness::{Harness, RunOutcome, RunSummary};
 
 use crate::answers::{headless_answer, headless_approval};
@@ -55,17 +55,14 @@ impl Printer {
     }
 
     fn handle(&mut self, delivery: Delivery) -> Result<(), CliError> {
-        let event = match delivery {
-            Delivery::Event(event) => event,
+        let envelope = match delivery {
+            Delivery::Event(envelope) => envelope,
             Delivery::Missed(count) => {
                 let missed = format!("{count} events were missed (the output could not keep up)");
                 if self.json {
-                    return self.json_line(&HarnessEvent::Error {
-                        error: missed,
-                        error_type: Some("missed_events".to_owned()),
-                        retryable: None,
-                        retry_delay_ms: None,
-                    });
+                    // The gap in `seq` tells a reader of the JSON lines; a person gets a note.
+                    eprintln!("harness: {missed}");
+                    return Ok(());
                 }
                 self.view.resync((*self.harness.display_state()).clone());
                 let line = format!("{}\n", self.style.dim(&missed));
@@ -73,12 +70,12 @@ impl Printer {
             }
         };
         if self.json {
-            self.json_line(&event)?;
+            self.json_line(&envelope)?;
         } else {
-            let text = self.view.apply(&event);
+            let text = self.view.apply(&envelope.event);
             self.show(&text)?;
         }
-        self.answer(&event)?;
+        self.answer(&envelope.event)?;
         let state = self.view.state();
         let waiting = state.is_running
             && state.pending_approval.is_none()
@@ -87,8 +84,8 @@ impl Printer {
         Ok(())
     }
 
-    fn json_line(&mut self, event: &HarnessEvent) -> Result<(), CliError> {
-        let line = serde_json::to_string(event).map_err(|error| CliError::Io {
+    fn json_line(&mut self, envelope: &EventEnvelope) -> Result<(), CliError> {
+        let line = serde_json::to_string(envelope).map_err(|error| CliError::Io {
             what: "cannot print an event".to_owned(),
             source: error.into(),
         })?;
@@ -164,14 +161,15 @@ async fn drive(setup: &Setup, args: &RunArgs) -> Result<ExitCode, CliError> {
         },
         style,
     };
+    let mut events = harness.subscribe();
     if let Some(notice) = setup.choice.notice() {
         if args.json {
-            printer.json_line(&HarnessEvent::Info { message: notice })?;
+            // Through the harness, so that it is printed in an envelope like every event.
+            harness.emit(HarnessEvent::Info { message: notice });
         } else {
             printer.show(&format!("{}\n", style.yellow(&notice)))?;
         }
     }
-    let mut events = harness.subscribe();
     let thread = match &args.thread {
         Some(id) => ThreadChoice::Id(id.clone()),
         None => ThreadChoice::New(Some(truncate(args.task.trim(), 60))),

@@ -308,7 +308,7 @@ impl Setup {
                 ..EventHubConfig::default()
             });
         for tool in &tools {
-            builder = builder.tool_arc(Arc::clone(tool));
+            builder = builder.tool(Arc::clone(tool));
         }
         for mode in modes(&config, &tools)? {
             builder = builder.mode(mode);

@@ -59,7 +59,7 @@ pub async fn threads(global: &Global, command: ThreadsCommand) -> Result<ExitCod
             ThreadsCommand::Rename { id, title } => {
                 let mut thread = find(&setup, &id).await?;
                 thread.title = Some(title.clone());
-                thread.updated_at = now_ms();
+                thread.updated_at = harness_tags::util::unix_ms();
                 harness
                     .store()
                     .write(vec![WriteOp::UpdateThread(thread)])
@@ -93,10 +93,6 @@ fn mode_of(thread: &ThreadRecord) -> Option<&str> {
         .metadata
         .get(metadata::CURRENT_MODE)
         .and_then(Value::as_str)
-}
-
-fn now_ms() -> i64 {
-    harness_core::display::system_time_ms()
 }
 
 /// The thread list as a table: id, last change (UTC), mode, messages, title.

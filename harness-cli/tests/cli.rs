@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use harness_cli::setup::KEYED_DEFAULTS;
-use harness_core::event::HarnessEvent;
+use harness_core::event::EventEnvelope;
 use harness_tests::mock_llm::{MockLlm, openai};
 use serde_json::{Value, json};
 
@@ -42,10 +42,18 @@ fn harness(dir: &Path, args: &[&str], stdin: &str) -> Output {
     }
 }
 
+/// The events of `--json` output: one envelope a line, in `seq` order.
 fn events(stdout: &str) -> Vec<Value> {
-    stdout
+    let envelopes: Vec<EventEnvelope> = stdout
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    for pair in envelopes.windows(2) {
+        assert!(pair[0].seq < pair[1].seq, "seq goes up: {pair:?}");
+    }
+    envelopes
+        .iter()
+        .map(|envelope| serde_json::to_value(&envelope.event).unwrap())
         .collect()
 }
 
@@ -95,9 +103,6 @@ fn run_json_streams_one_event_a_line() {
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let events = events(&out.stdout);
-    for line in out.stdout.lines() {
-        let _: HarnessEvent = serde_json::from_str(line).unwrap();
-    }
     assert_eq!(events[0]["type"], "info");
     assert!(
         events[0]["message"]

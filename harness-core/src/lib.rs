@@ -1,22 +1,31 @@
-//! The harness runtime: the kernel that runs an agent, the models it calls and the tools it
-//! uses.
+//! The harness runtime: the kernel that runs an agent, the tools it uses, and the [`Harness`]
+//! that keeps it coherent across runs.
 //!
-//! - [`model`]: the [`Model`](model::Model) trait, streaming events, errors and retries, the
-//!   scripted model and the HTTP providers.
-//! - [`tool`]: the [`Tool`](tool::Tool) trait, typed function tools and the registry.
 //! - [`kernel`]: the agent loop, with healing, loop detection and strategy control, emitting
 //!   every kernel tag of the catalog through a [`harness_tags::Pipeline`].
-//! - [`store`]: threads, messages and plugin records behind the `Store` trait, and thread locks.
-//! - [`event`] and [`display`]: the harness's events, the bus and hub that carry them, and the
-//!   display state folded from them with its snapshot scheduler.
-//! - [`task`]: the task list.
+//! - [`tool`] and [`builtin`]: the [`Tool`](tool::Tool) trait, typed function tools, the
+//!   registry, and the harness's own tools (questions, plans, tasks, subagents).
+//! - [`harness`]: [`Harness`] and its [`Session`](harness::Session): threads, modes, runs,
+//!   approvals, suspensions, subagents, heartbeats.
+//! - [`event`] and [`display`]: the bus and hub that carry the harness's events, and the
+//!   scheduler that publishes display-state snapshots.
+//! - [`task`]: the task list the task tools edit.
+//!
+//! The crates below it are re-exported under their old paths: [`model`]
+//! ([`harness_model`]: the `Model` trait and the providers), [`store`] ([`harness_store`]:
+//! the `Store` trait, `MemoryStore`, `SqliteStore`) and [`protocol`] ([`harness_protocol`]:
+//! what clients see on the wire).
+//!
+//! [`Harness`]: harness::Harness
 
 pub mod builtin;
 pub mod display;
 pub mod event;
 pub mod harness;
 pub mod kernel;
-pub mod model;
-pub mod store;
 pub mod task;
 pub mod tool;
+
+pub use harness_model as model;
+pub use harness_protocol as protocol;
+pub use harness_store as store;

@@ -40,6 +40,7 @@
 //! - [`Pattern`]: `a.b`, `a.*`, `a.**`, `**` and predicates, ordered broad to narrow.
 //! - [`Compose`] and [`Plugin`] group registrations; [`Pipeline`] compiles and runs them.
 //! - [`layer`]: each registration as a standalone tower layer.
+//! - [`util`]: the wall clock and poison-free locking the harness crates share.
 
 extern crate self as harness_tags;
 
@@ -53,8 +54,9 @@ pub mod payload;
 pub mod pipeline;
 pub mod tag;
 pub mod tags;
+pub mod util;
 
-pub use compose::{Compose, Plugin};
+pub use compose::{Compose, IntoPlugin, Plugin};
 pub use context::{
     BaseCtx, KernelState, MemoryCtx, ModelCtx, NudgeCtx, SessionView, Severity, SubagentCtx,
     TagContext, ThreadCtx, ToolCallCtx, ToolCategory, ToolResultCtx,

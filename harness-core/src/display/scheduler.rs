@@ -24,7 +24,7 @@
 use std::fmt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -32,8 +32,10 @@ use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use super::DisplayState;
-use super::reducer::{WallClock, reduce_with_clock, system_time_ms};
+use harness_protocol::{EventEnvelope, EventScope};
+use harness_tags::util::{lock, unix_ms};
+
+use super::{DisplayState, WallClock, reduce_with_clock};
 use crate::event::{EventBus, HarnessEvent};
 
 /// The batching window: a snapshot goes out once no event came for this long.
@@ -85,7 +87,7 @@ impl Default for DisplayConfig {
         DisplayConfig {
             window: DEFAULT_WINDOW,
             ceiling: DEFAULT_CEILING,
-            clock: Arc::new(system_time_ms),
+            clock: Arc::new(unix_ms),
         }
     }
 }
@@ -108,6 +110,8 @@ struct Core {
     first_pending: Instant,
     /// When the newest unpublished event came.
     last_event: Instant,
+    /// The thread and run of the last event, for the `display_state_changed` it leads to.
+    scope: EventScope,
 }
 
 /// What the timer task shares with the scheduler without keeping it alive.
@@ -132,30 +136,29 @@ struct Inner {
 
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.core)
     }
 
     fn deadline(&self, core: &Core) -> Instant {
         (core.last_event + self.window).min(core.first_pending + self.ceiling)
     }
 
-    /// Publishes a snapshot of the state; returns the `display_state_changed` event for the
+    /// Publishes a snapshot of the state; returns the `display_state_changed` envelope for the
     /// bus's listeners, if one was sent.
-    fn flush_locked(&self, core: &mut Core) -> Option<Arc<HarnessEvent>> {
+    fn flush_locked(&self, core: &mut Core) -> Option<Arc<EventEnvelope>> {
         core.dirty = false;
         let snapshot = Arc::new(core.state.clone());
         self.snapshots.send_replace(Arc::clone(&snapshot));
         let bus = self.bus.as_ref().filter(|_| self.announce)?;
-        let announcement = Arc::new(HarnessEvent::DisplayStateChanged {
+        let announcement = HarnessEvent::DisplayStateChanged {
             display_state: snapshot,
-        });
-        bus.send_to_subscribers(Arc::clone(&announcement));
-        Some(announcement)
+        };
+        Some(bus.send_to_subscribers(announcement, &core.scope))
     }
 
-    fn notify_listeners(&self, event: Option<Arc<HarnessEvent>>) {
-        if let (Some(bus), Some(event)) = (&self.bus, event) {
-            bus.notify_listeners(&event);
+    fn notify_listeners(&self, envelope: Option<Arc<EventEnvelope>>) {
+        if let (Some(bus), Some(envelope)) = (&self.bus, envelope) {
+            bus.notify_listeners(&envelope);
         }
     }
 }
@@ -250,6 +253,7 @@ impl DisplayScheduler {
                     dirty: false,
                     first_pending: now,
                     last_event: now,
+                    scope: EventScope::default(),
                 }),
                 snapshots,
                 timer: Arc::new(Timer::default()),
@@ -264,25 +268,40 @@ impl DisplayScheduler {
 
     /// Folds one event into the state and publishes a snapshot if it is due.
     pub fn fold(&self, event: &HarnessEvent) {
-        let announcement = self.fold_and_send(event, None);
+        let mut core = self.inner.lock();
+        reduce_with_clock(&mut core.state, event, &*self.inner.clock);
+        let announcement = self.schedule(core, event);
         self.inner.notify_listeners(announcement);
     }
 
-    /// Folds an event, queues it for the bus's subscribers (if `shared` is given) and, if due,
-    /// publishes a snapshot, all under one lock so that the bus's order matches the
-    /// snapshots'. Returns the `display_state_changed` event sent, for the bus's listeners,
-    /// which the caller runs after its own.
+    /// Folds an event, queues it in its envelope for the bus's subscribers and, if due,
+    /// publishes a snapshot, all under one lock so that the bus's order (and `seq`) matches
+    /// the snapshots'. Returns the event's envelope and the `display_state_changed` envelope
+    /// sent, if any, for the bus's listeners, which the caller runs outside the lock.
     pub(crate) fn fold_and_send(
         &self,
-        event: &HarnessEvent,
-        shared: Option<&Arc<HarnessEvent>>,
-    ) -> Option<Arc<HarnessEvent>> {
-        let inner = &*self.inner;
-        let mut core = inner.lock();
-        reduce_with_clock(&mut core.state, event, &*inner.clock);
-        if let (Some(bus), Some(shared)) = (&inner.bus, shared) {
-            bus.send_to_subscribers(Arc::clone(shared));
+        bus: &EventBus,
+        event: HarnessEvent,
+        scope: &EventScope,
+    ) -> (Arc<EventEnvelope>, Option<Arc<EventEnvelope>>) {
+        let mut core = self.inner.lock();
+        reduce_with_clock(&mut core.state, &event, &*self.inner.clock);
+        if core.scope != *scope {
+            core.scope = scope.clone();
         }
+        let envelope = bus.send_to_subscribers(event, scope);
+        let announcement = self.schedule(core, &envelope.event);
+        (envelope, announcement)
+    }
+
+    /// Publishes a snapshot now if `event` flushes at once or the batch is overdue; otherwise
+    /// makes sure the timer will. Releases the lock.
+    fn schedule(
+        &self,
+        mut core: MutexGuard<'_, Core>,
+        event: &HarnessEvent,
+    ) -> Option<Arc<EventEnvelope>> {
+        let inner = &*self.inner;
         if flushes_at_once(event) {
             return inner.flush_locked(&mut core);
         }

@@ -1,8 +1,11 @@
 //! The in-process event bus: one publisher side, any number of stream subscribers and callback
 //! listeners.
 //!
-//! - [`EventBus::publish`] wraps the event in an [`Arc`] once and hands every subscriber a
-//!   pointer to it: no per-subscriber copy, and publishing never waits for a subscriber.
+//! - [`EventBus::publish`] puts the event in an [`EventEnvelope`] (the next `seq`, the time,
+//!   its thread and run) behind an [`Arc`] once and hands every subscriber a pointer to it: no
+//!   per-subscriber copy, and publishing never waits for a subscriber. `seq` is assigned in the
+//!   order the subscribers receive the envelopes, so it is strictly increasing on every
+//!   subscription.
 //! - [`EventBus::subscribe`] returns a [`Subscription`], a [`Stream`] of [`Delivery`] items. The
 //!   bus keeps the last `capacity` events for each subscriber; a subscriber that falls further
 //!   behind loses the oldest ones and receives [`Delivery::Missed`] with their number before the
@@ -24,11 +27,14 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::task::{Context, Poll};
 
 use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::broadcast;
+
+use harness_protocol::{EventEnvelope, EventScope};
+use harness_tags::util::{lock, unix_ms};
 
 use super::HarnessEvent;
 
@@ -48,8 +54,8 @@ pub trait EventSink: Send + Sync {
 /// One item of a [`Subscription`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Delivery {
-    /// The next event.
-    Event(Arc<HarnessEvent>),
+    /// The next event, in its envelope.
+    Event(Arc<EventEnvelope>),
     /// This many events were published but dropped before this subscriber read them, because
     /// it fell more than the bus's capacity behind. The events that follow are the oldest ones
     /// still kept.
@@ -59,8 +65,13 @@ pub enum Delivery {
 impl Delivery {
     /// The event, if this is one.
     pub fn event(&self) -> Option<&HarnessEvent> {
+        self.envelope().map(|envelope| &envelope.event)
+    }
+
+    /// The event's envelope, if this is one.
+    pub fn envelope(&self) -> Option<&EventEnvelope> {
         match self {
-            Delivery::Event(event) => Some(event),
+            Delivery::Event(envelope) => Some(envelope),
             Delivery::Missed(_) => None,
         }
     }
@@ -85,7 +96,7 @@ impl Subscription {
         }
     }
 
-    fn from_receiver(receiver: broadcast::Receiver<Arc<HarnessEvent>>) -> Self {
+    fn from_receiver(receiver: broadcast::Receiver<Arc<EventEnvelope>>) -> Self {
         Self::from_stream(stream::unfold(receiver, |mut receiver| async move {
             let item = match receiver.recv().await {
                 Ok(event) => Delivery::Event(event),
@@ -116,7 +127,7 @@ impl fmt::Debug for Subscription {
     }
 }
 
-type ListenerFn = dyn Fn(&HarnessEvent) + Send + Sync;
+type ListenerFn = dyn Fn(&EventEnvelope) + Send + Sync;
 
 struct ListenerEntry {
     id: u64,
@@ -167,19 +178,19 @@ impl Listeners {
         self.count.load(Ordering::Acquire) == 0
     }
 
-    fn call(&self, event: &HarnessEvent) {
+    fn call(&self, envelope: &EventEnvelope) {
         let entries = Arc::clone(&self.entries.read().unwrap_or_else(PoisonError::into_inner));
         for entry in entries.iter() {
             if entry.failed.load(Ordering::Relaxed) {
                 continue;
             }
-            let outcome = catch_unwind(AssertUnwindSafe(|| (entry.callback)(event)));
+            let outcome = catch_unwind(AssertUnwindSafe(|| (entry.callback)(envelope)));
             if let Err(panic) = outcome {
                 if !entry.failed.swap(true, Ordering::AcqRel) {
                     let message = panic_message(panic.as_ref());
                     tracing::warn!(
                         listener = entry.id,
-                        event = event.kind(),
+                        event = envelope.event.kind(),
                         panic = %message,
                         "an event listener panicked; it was removed and publishing goes on"
                     );
@@ -201,7 +212,10 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 struct BusInner {
-    sender: broadcast::Sender<Arc<HarnessEvent>>,
+    /// The next envelope's `seq`; locked while an envelope is stamped and queued, so that
+    /// subscribers receive them in `seq` order.
+    next_seq: Mutex<u64>,
+    sender: broadcast::Sender<Arc<EventEnvelope>>,
     listeners: Listeners,
     capacity: usize,
 }
@@ -216,10 +230,17 @@ impl EventBus {
     /// A bus that keeps up to `capacity` unread events per subscriber (at least 1, at most
     /// [`MAX_CAPACITY`]; the backing queue may round it up to a power of two).
     pub fn new(capacity: usize) -> Self {
+        Self::starting_at(capacity, 1)
+    }
+
+    /// A bus whose first envelope has `seq` `first_seq` (at least 1), e.g. one past the last
+    /// envelope of a restored event log.
+    pub fn starting_at(capacity: usize, first_seq: u64) -> Self {
         let capacity = capacity.clamp(1, MAX_CAPACITY);
         let (sender, _) = broadcast::channel(capacity);
         EventBus {
             inner: Arc::new(BusInner {
+                next_seq: Mutex::new(first_seq.max(1)),
                 sender,
                 listeners: Listeners::default(),
                 capacity,
@@ -232,19 +253,22 @@ impl EventBus {
         self.inner.capacity
     }
 
-    /// Publishes an event to every subscriber and listener. Never waits for a subscriber.
+    /// Publishes an event that belongs to no thread to every subscriber and listener. Never
+    /// waits for a subscriber.
     pub fn publish(&self, event: HarnessEvent) {
-        self.publish_arc(Arc::new(event));
+        self.publish_in(event, &EventScope::default());
     }
 
-    /// Publishes an event that is already shared.
-    pub fn publish_arc(&self, event: Arc<HarnessEvent>) {
-        if self.inner.listeners.is_empty() {
-            self.send_to_subscribers(event);
-        } else {
-            self.send_to_subscribers(Arc::clone(&event));
-            self.notify_listeners(&event);
-        }
+    /// Publishes an event of `scope`'s thread and run; returns its envelope.
+    pub fn publish_in(&self, event: HarnessEvent, scope: &EventScope) -> Arc<EventEnvelope> {
+        let envelope = self.send_to_subscribers(event, scope);
+        self.notify_listeners(&envelope);
+        envelope
+    }
+
+    /// The `seq` the next envelope gets.
+    pub fn next_seq(&self) -> u64 {
+        *lock(&self.inner.next_seq)
     }
 
     /// A new subscription that receives every event published from now on.
@@ -256,7 +280,7 @@ impl EventBus {
     /// is dropped. See the [module docs](self) for how panics are handled.
     pub fn listen<F>(&self, callback: F) -> ListenerGuard
     where
-        F: Fn(&HarnessEvent) + Send + Sync + 'static,
+        F: Fn(&EventEnvelope) + Send + Sync + 'static,
     {
         let id = self.inner.listeners.add(Box::new(callback));
         ListenerGuard {
@@ -276,16 +300,32 @@ impl EventBus {
         self.inner.listeners.count.load(Ordering::Acquire)
     }
 
-    /// Queues an event for the subscribers only (the caller notifies listeners later, outside
-    /// its own locks).
-    pub(crate) fn send_to_subscribers(&self, event: Arc<HarnessEvent>) {
-        // An error only means that nobody is subscribed; the event is then dropped.
-        let _ = self.inner.sender.send(event);
+    /// Stamps an event with the next `seq` and queues it for the subscribers only (the caller
+    /// notifies listeners later, outside its own locks).
+    pub(crate) fn send_to_subscribers(
+        &self,
+        event: HarnessEvent,
+        scope: &EventScope,
+    ) -> Arc<EventEnvelope> {
+        let mut next_seq = lock(&self.inner.next_seq);
+        let envelope = Arc::new(EventEnvelope {
+            seq: *next_seq,
+            thread_id: scope.thread_id.clone(),
+            run_id: scope.run_id.clone(),
+            at: unix_ms(),
+            event,
+        });
+        *next_seq += 1;
+        // An error only means that nobody is subscribed; the envelope is then dropped.
+        let _ = self.inner.sender.send(Arc::clone(&envelope));
+        envelope
     }
 
-    /// Runs the listeners on an event.
-    pub(crate) fn notify_listeners(&self, event: &HarnessEvent) {
-        self.inner.listeners.call(event);
+    /// Runs the listeners on an envelope.
+    pub(crate) fn notify_listeners(&self, envelope: &EventEnvelope) {
+        if !self.inner.listeners.is_empty() {
+            self.inner.listeners.call(envelope);
+        }
     }
 }
 

@@ -17,6 +17,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use harness_protocol::{EventEnvelope, EventScope};
+
 use super::HarnessEvent;
 use super::bus::{DEFAULT_CAPACITY, EventBus, EventSink, ListenerGuard, Subscription};
 use crate::display::{DisplayConfig, DisplayScheduler, DisplayState, DisplayStateStream};
@@ -32,6 +34,9 @@ pub struct EventHubConfig {
     /// Whether each published snapshot also goes on the bus as `display_state_changed` (true by
     /// default, as in the reference; a server can then stream one feed with everything).
     pub display_state_events: bool,
+    /// The `seq` of the first envelope (1 by default; one past the last of a restored event
+    /// log).
+    pub first_seq: u64,
 }
 
 impl Default for EventHubConfig {
@@ -40,6 +45,7 @@ impl Default for EventHubConfig {
             bus_capacity: DEFAULT_CAPACITY,
             display: DisplayConfig::default(),
             display_state_events: true,
+            first_seq: 1,
         }
     }
 }
@@ -60,21 +66,27 @@ impl EventHub {
 
     /// A hub with the given configuration.
     pub fn with_config(config: EventHubConfig) -> Self {
-        let bus = EventBus::new(config.bus_capacity);
+        let bus = EventBus::starting_at(config.bus_capacity, config.first_seq);
         let display =
             DisplayScheduler::with_bus(config.display, bus.clone(), config.display_state_events);
         EventHub { bus, display }
     }
 
-    /// Folds the event into the display state and publishes it. Never blocks on a consumer;
-    /// listeners run on the calling thread before it returns.
+    /// Folds an event that belongs to no thread into the display state and publishes it.
+    /// Never blocks on a consumer; listeners run on the calling thread before it returns.
     pub fn emit(&self, event: HarnessEvent) {
-        let event = Arc::new(event);
-        let announcement = self.display.fold_and_send(&event, Some(&event));
-        self.bus.notify_listeners(&event);
+        self.emit_in(event, &EventScope::default());
+    }
+
+    /// Folds an event of `scope`'s thread and run into the display state and publishes it;
+    /// returns its envelope.
+    pub fn emit_in(&self, event: HarnessEvent, scope: &EventScope) -> Arc<EventEnvelope> {
+        let (envelope, announcement) = self.display.fold_and_send(&self.bus, event, scope);
+        self.bus.notify_listeners(&envelope);
         if let Some(announcement) = announcement {
             self.bus.notify_listeners(&announcement);
         }
+        envelope
     }
 
     /// How many consumers are attached: bus subscribers, listeners and display-state streams.
@@ -91,7 +103,7 @@ impl EventHub {
     /// Registers a callback for every event emitted from now on (see [`EventBus::listen`]).
     pub fn listen<F>(&self, callback: F) -> ListenerGuard
     where
-        F: Fn(&HarnessEvent) + Send + Sync + 'static,
+        F: Fn(&EventEnvelope) + Send + Sync + 'static,
     {
         self.bus.listen(callback)
     }

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Weak};
 
-use harness_tags::{Compose, Pipeline, Plugin, ToolCategory};
+use harness_tags::{Compose, IntoPlugin, Pipeline, Plugin, ToolCategory};
 use serde_json::{Map, Value};
 
 use super::heartbeat::{Heartbeat, Heartbeats};
@@ -15,9 +15,9 @@ use super::{HarnessInner, ModeKernels, default_id};
 use crate::builtin::{self, BuiltinTool};
 use crate::event::{EventHub, EventHubConfig, HarnessEvent};
 use crate::kernel::{Kernel, KernelBuildError, KernelConfig, ModelResolver};
-use crate::model::{AuthChecker, ModelCatalog, ModelError, ModelId};
+use crate::model::{AuthChecker, IntoModel, ModelCatalog, ModelError, ModelId};
 use crate::store::{Store, ThreadLock};
-use crate::tool::Tool;
+use crate::tool::{IntoTool, Tool};
 
 /// A saved setup of the agent: instructions layered over the shared agent's, a tool set, a
 /// default model, and where `submit_plan` approval leads.
@@ -421,14 +421,8 @@ impl HarnessBuilder {
     }
 
     /// Adds a tool to the shared agent.
-    pub fn tool(mut self, tool: impl Tool) -> Self {
-        self.agent.tools.push(Arc::new(tool));
-        self
-    }
-
-    /// Adds a shared tool to the shared agent.
-    pub fn tool_arc(mut self, tool: Arc<dyn Tool>) -> Self {
-        self.agent.tools.push(tool);
+    pub fn tool(mut self, tool: impl IntoTool) -> Self {
+        self.agent.tools.push(tool.into_tool());
         self
     }
 
@@ -480,6 +474,18 @@ impl HarnessBuilder {
         self
     }
 
+    /// The one model every mode uses, whatever model id it names: the simplest set-up, and
+    /// what tests and offline demos want. Its id becomes the default model unless
+    /// [`default_model`](Self::default_model) names another. Replaces any resolver.
+    pub fn model(mut self, model: impl IntoModel) -> Self {
+        let model = model.into_model();
+        if self.default_model.is_none() {
+            self.default_model = Some(model.id().to_string());
+        }
+        self.resolver = Some(Arc::new(move |_: &ModelId| Ok(Arc::clone(&model))));
+        self
+    }
+
     /// How model ids become models (default: the model catalog).
     pub fn model_resolver(
         mut self,
@@ -508,14 +514,8 @@ impl HarnessBuilder {
     }
 
     /// Adds a plugin.
-    pub fn plugin(mut self, plugin: impl Plugin) -> Self {
-        self.plugins.push(Arc::new(plugin));
-        self
-    }
-
-    /// Adds a shared plugin.
-    pub fn plugin_arc(mut self, plugin: Arc<dyn Plugin>) -> Self {
-        self.plugins.push(plugin);
+    pub fn plugin(mut self, plugin: impl IntoPlugin) -> Self {
+        self.plugins.push(plugin.into_plugin());
         self
     }
 
@@ -582,7 +582,7 @@ impl HarnessBuilder {
             },
         );
         for plugin in self.plugins {
-            pipeline = pipeline.plugin_arc(plugin);
+            pipeline = pipeline.plugin(plugin);
         }
         for block in self.compose {
             pipeline = pipeline.compose(block);
@@ -898,7 +898,7 @@ impl KernelParts {
             .pipeline(self.pipeline.clone())
             .model_resolver(move |id| resolver(id));
         for tool in tools {
-            builder = builder.tool_arc(tool);
+            builder = builder.tool(tool);
         }
         builder.build().map_err(|source| BuildError::Kernel {
             mode: name.to_owned(),

@@ -8,12 +8,13 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::session::PendingAnswer;
-use super::{Harness, HarnessError, HarnessInner, lock};
+use super::{Harness, HarnessError, HarnessInner};
 use crate::event::{HarnessEvent, OutputStream};
 use crate::tool::{
     ApprovalAnswer, ApprovalRequest, HarnessChannel, ShellStream, SuspendError, Suspension,
     ToolProgress,
 };
+use harness_tags::util::lock;
 
 /// The tool name an escalation is suspended under.
 pub const ESCALATION: &str = "escalate";

@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::lock;
+use harness_tags::util::lock;
 
 type Job = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 

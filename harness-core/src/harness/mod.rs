@@ -14,7 +14,7 @@
 //! let model = Arc::new(ScriptedModel::new("scripted/demo").then(Scripted::text("Hello!")));
 //! let harness = Harness::builder("my-agent")
 //!     .mode(Mode::new("build").default_model("scripted/demo"))
-//!     .model_resolver(move |_| Ok(model.clone() as Arc<dyn harness_core::model::Model>))
+//!     .model(model)
 //!     .build()
 //!     .unwrap();
 //! harness.init().await.unwrap();
@@ -35,10 +35,10 @@ mod subagent;
 mod threads;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
+use harness_tags::util::unix_ms;
 use harness_tags::{Pipeline, ToolCategory};
 use serde_json::{Map, Value};
 
@@ -54,7 +54,7 @@ pub use threads::CloneOptions;
 
 use crate::display::DisplayState;
 use crate::display::DisplayStateStream;
-use crate::event::{EventHub, HarnessEvent, ListenerGuard, Subscription};
+use crate::event::{EventEnvelope, EventHub, HarnessEvent, ListenerGuard, Subscription};
 use crate::kernel::{Kernel, ModelResolver};
 use crate::model::{Model, ModelError, ModelId};
 use crate::store::{LockError, Store, StoreError, ThreadLock};
@@ -213,7 +213,7 @@ impl Harness {
     /// A panicking callback is removed and reported, never breaking the run.
     pub fn listen<F>(&self, callback: F) -> ListenerGuard
     where
-        F: Fn(&HarnessEvent) + Send + Sync + 'static,
+        F: Fn(&EventEnvelope) + Send + Sync + 'static,
     {
         self.inner.hub.listen(callback)
     }
@@ -310,7 +310,7 @@ impl HarnessInner {
     }
 
     pub(crate) fn emit(&self, event: HarnessEvent) {
-        self.hub.emit(event);
+        self.hub.emit_in(event, &self.session.event_scope());
     }
 
     pub(crate) fn new_id(&self) -> String {
@@ -365,14 +365,6 @@ impl HarnessInner {
     }
 }
 
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
-}
-
 /// A default id: time-ordered, with a random part so two harnesses do not collide.
 pub(crate) fn default_id() -> String {
     use std::collections::hash_map::RandomState;
@@ -381,12 +373,5 @@ pub(crate) fn default_id() -> String {
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.write_u32(std::process::id());
-    format!("{:011x}{:08x}", now_ms(), hasher.finish() as u32)
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section replaces whole values; a panic cannot leave one half-written.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    format!("{:011x}{:08x}", unix_ms(), hasher.finish() as u32)
 }

@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{Harness, HarnessError, HarnessInner, lock};
+use super::{Harness, HarnessError, HarnessInner};
 use crate::event::{HarnessEvent, ModelScope};
 use crate::model::{AvailableModel, ModelId};
 use crate::store::metadata;
+use harness_tags::util::lock;
 
 impl Harness {
     /// Switches mode: aborts the run, remembers the outgoing mode's model in the thread,

@@ -16,13 +16,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::channel::SessionChannel;
 use super::session::{ActiveRun, Queued};
-use super::{Harness, HarnessError, HarnessInner, lock, now_ms};
+use super::{Harness, HarnessError, HarnessInner};
 use crate::event::{
     AgentEndReason, HarnessEvent, HarnessMessage, MessagePart, MessageRole, StopReason,
 };
 use crate::kernel::{KernelEvent, KernelObserver, OpenTasks, RunInput, SessionSource};
 use crate::store::{StoredMessage, WriteOp, metadata};
 use crate::task::TaskBoard;
+use harness_tags::util::{lock, unix_ms};
 
 /// How a run went.
 #[derive(Clone, Debug, PartialEq)]
@@ -253,6 +254,7 @@ impl HarnessInner {
             Err(error) => return self.refuse(error),
         };
         let run_id = self.new_id();
+        self.session.set_run(Some(&run_id));
         self.emit(HarnessEvent::AgentStart {
             run_id: run_id.clone(),
         });
@@ -314,6 +316,7 @@ impl HarnessInner {
             reason,
             error: error.clone(),
         });
+        self.session.set_run(None);
         RunSummary {
             run_id,
             outcome: result.outcome,
@@ -554,7 +557,7 @@ impl Recorder {
             id: self.harness.new_id(),
             role: MessageRole::Assistant,
             content: Vec::new(),
-            created_at: now_ms(),
+            created_at: unix_ms(),
             stop_reason: None,
             error_message: None,
         });
@@ -584,7 +587,7 @@ impl Recorder {
         let created_at = streamed
             .as_ref()
             .map(|m| m.created_at)
-            .unwrap_or_else(now_ms);
+            .unwrap_or_else(unix_ms);
         let stored = StoredMessage {
             id,
             thread_id: self.thread_id.clone(),

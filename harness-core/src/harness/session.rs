@@ -3,13 +3,14 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use harness_protocol::EventScope;
+use harness_tags::util::lock;
 use harness_tags::{SessionView, ToolCategory, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::lock;
 use super::runs::RunSummary;
 use crate::model::ModelId;
 use crate::store::ThreadRecord;
@@ -45,6 +46,8 @@ pub struct Session {
     pub(crate) state: Mutex<Arc<Value>>,
     pub(crate) tasks: Arc<TaskBoard>,
     pub(crate) plan_approved: Mutex<bool>,
+    /// The bound thread and the active run, stamped on every event the harness publishes.
+    pub(crate) scope: Mutex<EventScope>,
     /// The active run's recorder, for flushing before a fork.
     pub(crate) recorder: Mutex<Option<tokio::sync::mpsc::UnboundedSender<super::runs::Recorded>>>,
 }
@@ -121,6 +124,7 @@ impl Session {
             state: Mutex::new(Arc::new(state)),
             tasks: Arc::new(TaskBoard::new()),
             plan_approved: Mutex::new(false),
+            scope: Mutex::new(EventScope::default()),
             recorder: Mutex::new(None),
         }
     }
@@ -209,7 +213,24 @@ impl Session {
         }
     }
 
+    /// Binds a thread: its record, and the scope of the events that follow.
+    pub(crate) fn bind_thread(&self, record: ThreadRecord) {
+        lock(&self.scope).thread_id = Some(Arc::from(record.id.as_str()));
+        *lock(&self.thread) = Some(record);
+    }
+
     pub(crate) fn unbind_thread(&self) {
+        lock(&self.scope).thread_id = None;
         *lock(&self.thread) = None;
+    }
+
+    /// Marks the events that follow as part of `run_id` (`None`: of no run).
+    pub(crate) fn set_run(&self, run_id: Option<&str>) {
+        lock(&self.scope).run_id = run_id.map(Arc::from);
+    }
+
+    /// The thread and run events are published for now.
+    pub(crate) fn event_scope(&self) -> EventScope {
+        lock(&self.scope).clone()
     }
 }

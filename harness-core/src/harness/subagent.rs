@@ -12,14 +12,15 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::HarnessInner;
 use super::builder::SubagentDef;
 use super::channel::SessionChannel;
-use super::{HarnessInner, now_ms};
 use crate::event::HarnessEvent;
 use crate::kernel::{KernelEvent, KernelObserver, RunInput, SessionSource};
 use crate::model::ModelId;
 use crate::store::{StoredMessage, WriteOp, metadata};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use harness_tags::util::unix_ms;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -371,7 +372,7 @@ impl SubagentRecorder {
                     let stored = StoredMessage {
                         id: self.harness.new_id(),
                         thread_id: thread_id.clone(),
-                        created_at: now_ms(),
+                        created_at: unix_ms(),
                         run_id: None,
                         message,
                     };

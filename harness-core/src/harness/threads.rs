@@ -8,10 +8,11 @@ use harness_tags::tags::{ThreadCloned, ThreadDeleted};
 use harness_tags::{ThreadChange, ThreadCtx, Usage};
 use serde_json::{Map, Value};
 
-use super::{Harness, HarnessError, HarnessInner, lock, now_ms};
+use super::{Harness, HarnessError, HarnessInner};
 use crate::event::{HarnessEvent, ModelScope, ThreadInfo};
 use crate::store::{StoredMessage, ThreadRecord, WriteOp, metadata};
 use crate::task::TaskItem;
+use harness_tags::util::{lock, unix_ms};
 
 /// Where a clone comes from and what it is called.
 #[derive(Clone, Debug, Default)]
@@ -210,7 +211,7 @@ impl HarnessInner {
         title: Option<String>,
         extra: Map<String, Value>,
     ) -> Result<ThreadRecord, HarnessError> {
-        let now = now_ms();
+        let now = unix_ms();
         let mut metadata = Map::new();
         let mode = self.session.mode_id();
         metadata.insert(metadata::CURRENT_MODE.into(), Value::String(mode.clone()));
@@ -283,7 +284,7 @@ impl HarnessInner {
         *lock(&self.session.mode_id) = mode.clone();
         *lock(&self.session.model_id) = model.clone();
         *lock(&self.session.usage) = usage;
-        *lock(&self.session.thread) = Some(record.clone());
+        self.session.bind_thread(record.clone());
         self.session.tasks.restore(tasks);
         if self.persist_grants {
             *lock(&self.session.grants) = meta
@@ -344,7 +345,7 @@ impl HarnessInner {
                 .ok_or_else(|| HarnessError::ThreadNotFound(thread_id.to_owned()))?,
         };
         change(&mut record);
-        record.updated_at = now_ms().max(record.updated_at);
+        record.updated_at = unix_ms().max(record.updated_at);
         self.store
             .write(vec![WriteOp::UpdateThread(record.clone())])
             .await?;
@@ -382,7 +383,7 @@ impl HarnessInner {
             return Err(HarnessError::ThreadNotFound(source_id.to_owned()));
         };
         let messages = self.store.messages(source_id).await?;
-        let now = now_ms();
+        let now = unix_ms();
         let mut metadata = source.metadata.clone();
         metadata.remove(metadata::FORKED_SUBAGENT);
         metadata.remove(metadata::PARENT_THREAD);

@@ -71,8 +71,8 @@ pub use json_repair::repair_json;
 pub use loops::{LoopConfig, LoopSignal};
 pub use strategy::{Strategy, StrategyConfig};
 
-use crate::model::{Model, ModelError, ModelId, RetryPolicy};
-use crate::tool::{HarnessChannel, RegistryError, Tool, ToolRegistry};
+use crate::model::{IntoModel, Model, ModelError, ModelId, RetryPolicy};
+use crate::tool::{HarnessChannel, IntoTool, RegistryError, Tool, ToolRegistry};
 
 /// A predicate over the state after each step; `true` ends the run.
 pub type StopWhen = Arc<dyn Fn(&KernelState) -> bool + Send + Sync>;
@@ -219,14 +219,8 @@ pub struct KernelBuilder {
 
 impl KernelBuilder {
     /// The default model (a run can override it).
-    pub fn model(mut self, model: impl Model) -> Self {
-        self.model = Some(Arc::new(model));
-        self
-    }
-
-    /// The default model, shared.
-    pub fn model_arc(mut self, model: Arc<dyn Model>) -> Self {
-        self.model = Some(model);
+    pub fn model(mut self, model: impl IntoModel) -> Self {
+        self.model = Some(model.into_model());
         self
     }
 
@@ -241,14 +235,8 @@ impl KernelBuilder {
     }
 
     /// Adds a tool.
-    pub fn tool(mut self, tool: impl Tool) -> Self {
-        self.pending_tools.push(Arc::new(tool));
-        self
-    }
-
-    /// Adds a shared tool.
-    pub fn tool_arc(mut self, tool: Arc<dyn Tool>) -> Self {
-        self.pending_tools.push(tool);
+    pub fn tool(mut self, tool: impl IntoTool) -> Self {
+        self.pending_tools.push(tool.into_tool());
         self
     }
 
@@ -352,7 +340,7 @@ impl KernelBuilder {
     pub fn build(self) -> Result<Kernel, KernelBuildError> {
         let mut tools = self.tools;
         for tool in self.pending_tools {
-            tools.register_arc(tool)?;
+            tools.register(tool)?;
         }
         let mut names = std::collections::HashSet::new();
         for strategy in &self.config.strategies {

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
@@ -65,10 +65,7 @@ pub(crate) async fn run(kernel: &KernelInner, input: RunInput) -> RunResult {
 
 fn new_run_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let millis = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or_default();
+    let millis = harness_tags::util::unix_ms();
     format!(
         "run_{millis:x}_{:x}",
         COUNTER.fetch_add(1, Ordering::Relaxed)

@@ -3,39 +3,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-/// Where a task stands.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskStatus {
-    /// Not started.
-    #[default]
-    Pending,
-    /// Being worked on (at most one at a time).
-    InProgress,
-    /// Done.
-    Completed,
-}
+pub use harness_protocol::{TaskItem, TaskStatus};
 
-/// One item of the task list.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TaskItem {
-    /// A stable id (a slug of the content unless the model gave one).
-    pub id: String,
-    /// What the task is, imperative ("Write the tests").
-    pub content: String,
-    /// Where it stands.
-    pub status: TaskStatus,
-    /// The task in progressive form, for UIs ("Writing the tests").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_form: Option<String>,
-}
+use harness_tags::util::lock;
 
 /// A task as the model writes it: the id is optional.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -314,13 +288,6 @@ fn known_ids(tasks: &[TaskItem]) -> String {
         .map(|t| t.id.as_str())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock cannot leave the list half-edited: edits swap whole lists.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

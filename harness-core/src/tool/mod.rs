@@ -81,6 +81,31 @@ pub trait Tool: Send + Sync + 'static {
     async fn execute(&self, input: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError>;
 }
 
+/// Anything the builders and the registry accept as a tool: a tool, or one already behind an
+/// [`Arc`].
+pub trait IntoTool {
+    /// The tool, shared.
+    fn into_tool(self) -> Arc<dyn Tool>;
+}
+
+impl<T: Tool> IntoTool for T {
+    fn into_tool(self) -> Arc<dyn Tool> {
+        Arc::new(self)
+    }
+}
+
+impl<T: Tool> IntoTool for Arc<T> {
+    fn into_tool(self) -> Arc<dyn Tool> {
+        self
+    }
+}
+
+impl IntoTool for Arc<dyn Tool> {
+    fn into_tool(self) -> Arc<dyn Tool> {
+        self
+    }
+}
+
 /// What a call runs with: its identity, the run's abort signal and the harness back-channel.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -407,12 +432,8 @@ impl ToolRegistry {
     }
 
     /// Registers a tool; its schema is compiled now.
-    pub fn register(&mut self, tool: impl Tool) -> Result<(), RegistryError> {
-        self.register_arc(Arc::new(tool))
-    }
-
-    /// Registers a shared tool.
-    pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<(), RegistryError> {
+    pub fn register(&mut self, tool: impl IntoTool) -> Result<(), RegistryError> {
+        let tool = tool.into_tool();
         let name = tool.name().to_owned();
         let valid_name = !name.is_empty()
             && name.len() <= 64

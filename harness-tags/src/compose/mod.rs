@@ -5,6 +5,7 @@
 //! one is a single `builder.plugin(MyPlugin::default())`.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -181,5 +182,29 @@ pub trait Plugin: Send + Sync + 'static {
     async fn stop(&self, pipeline: &Pipeline) -> Result<(), BoxError> {
         let _ = pipeline;
         Ok(())
+    }
+}
+
+/// Anything the builders accept as a plugin: a plugin, or one already behind an [`Arc`].
+pub trait IntoPlugin {
+    /// The plugin, shared.
+    fn into_plugin(self) -> Arc<dyn Plugin>;
+}
+
+impl<P: Plugin> IntoPlugin for P {
+    fn into_plugin(self) -> Arc<dyn Plugin> {
+        Arc::new(self)
+    }
+}
+
+impl<P: Plugin> IntoPlugin for Arc<P> {
+    fn into_plugin(self) -> Arc<dyn Plugin> {
+        self
+    }
+}
+
+impl IntoPlugin for Arc<dyn Plugin> {
+    fn into_plugin(self) -> Arc<dyn Plugin> {
+        self
     }
 }

@@ -39,7 +39,7 @@ pub use failure::{EmitError, ErrorSink, FailureKind, HandlerFailure};
 pub use queue::{TapOverflow, TapQueueConfig, TapStats};
 pub use service::TagService;
 
-use crate::compose::{Compose, Plugin};
+use crate::compose::{Compose, IntoPlugin, Plugin};
 use crate::flow::BoxError;
 use crate::handler::{Body, HandlerId, JsonTapSpec, Registration};
 use crate::pattern::PatternError;
@@ -183,14 +183,8 @@ impl PipelineBuilder {
 
     /// Adds a plugin: its compose blocks now, its start and stop hooks with
     /// [`Pipeline::start`] and [`Pipeline::shutdown`].
-    pub fn plugin(mut self, plugin: impl Plugin) -> Self {
-        self.add_plugin(Arc::new(plugin));
-        self
-    }
-
-    /// Adds a shared plugin.
-    pub fn plugin_arc(mut self, plugin: Arc<dyn Plugin>) -> Self {
-        self.add_plugin(plugin);
+    pub fn plugin(mut self, plugin: impl IntoPlugin) -> Self {
+        self.add_plugin(plugin.into_plugin());
         self
     }
 

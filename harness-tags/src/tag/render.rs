@@ -13,7 +13,7 @@ pub fn render_markdown(tags: &[&'static TagDescriptor]) -> String {
     out.push_str("# Tag catalog\n\n");
     out.push_str(
         "Generated from `harness_tags::catalog()`; do not edit by hand. Regenerate with\n\
-         `UPDATE_TAGS_MD=1 cargo test -p harness-tags --test catalog`.\n\n\
+         `UPDATE_TAGS_MD=1 cargo test -p harness-tags --test all catalog`.\n\n\
          Every tag is an interception point: `on` handlers reshape its payload, `tap` handlers\n\
          observe the final payload. A tag marked *suppressible* lets an `on` handler return\n\
          `Flow::Suppress`; the emit site says what that means.\n\n",

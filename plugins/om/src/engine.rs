@@ -21,7 +21,7 @@
 //! previous consistent record.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use harness_core::event::{HarnessEvent, OmProgress, OmStatus, OmTrigger};
@@ -29,6 +29,7 @@ use harness_core::harness::{Harness, HarnessServices};
 use harness_core::model::collect_response;
 use harness_core::store::{StoredMessage, WriteOp};
 use harness_tags::tags::{MemoryContextTag, ObservationCompressionSummary, ObservationReflection};
+use harness_tags::util::lock;
 use harness_tags::{
     FailureReason, KernelMessage, MemoryContext, MemoryCtx, ModelCtx, ModelRequest,
     ObservationStep, RunFailure,
@@ -46,15 +47,10 @@ pub const CONTINUE_FROM_MEMORY: &str =
     "(The earlier conversation is in your memory above. Continue from where it leaves off.)";
 
 /// The current time in Unix milliseconds.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+pub type Clock = harness_tags::util::WallClock;
 
 pub(crate) fn system_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or_default()
-    })
+    Arc::new(harness_tags::util::unix_ms)
 }
 
 pub(crate) struct Engine {
@@ -100,13 +96,6 @@ enum Pass {
     Observe,
     Buffer,
     Reflect,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section replaces whole values; a poisoned lock still holds a valid one.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn om_failure(message: impl std::fmt::Display) -> RunFailure {

@@ -141,7 +141,7 @@ fn drain(events: &mut Subscription) -> Vec<HarnessEvent> {
     let mut seen = Vec::new();
     while let Some(Some(delivery)) = futures_util::FutureExt::now_or_never(events.next()) {
         if let Delivery::Event(event) = delivery {
-            seen.push((*event).clone());
+            seen.push(event.event.clone());
         }
     }
     seen
@@ -153,9 +153,9 @@ async fn wait_for(
 ) -> HarnessEvent {
     while let Some(delivery) = events.next().await {
         if let Delivery::Event(event) = delivery
-            && wanted(&event)
+            && wanted(&event.event)
         {
-            return (*event).clone();
+            return event.event.clone();
         }
     }
     panic!("the event stream ended");
@@ -326,7 +326,7 @@ async fn buffering_runs_ahead_so_activation_needs_no_observer_call() {
                 break;
             }
             match events.next().await {
-                Some(Delivery::Event(event)) => pending.push((*event).clone()),
+                Some(Delivery::Event(event)) => pending.push(event.event.clone()),
                 Some(_) => {}
                 None => panic!("the event stream ended"),
             }

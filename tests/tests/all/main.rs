@@ -1,0 +1,10 @@
+//! Cross-crate integration tests: kernel behaviour and tags, providers against local mock servers, the store conformance suite and files, harness processes, third-party tags.
+//!
+//! One binary for every integration test of the crate, so that linking stays cheap.
+
+mod harness_processes;
+mod kernel_behaviour;
+mod kernel_tags;
+mod providers;
+mod store;
+mod third_party_tags;
