@@ -129,32 +129,25 @@ impl Recorder {
 }
 
 impl KernelObserver for Recorder {
-    fn on_event(&self, event: KernelEvent<'_>) {
+    fn on_event(&self, event: KernelEvent) {
         let seen = match event {
             KernelEvent::RunStarted { .. } => Seen::RunStarted,
             KernelEvent::MessageAdded { message } => {
                 Seen::Message(serde_json::to_value(message).unwrap_or_default())
             }
-            KernelEvent::TextDelta { text } => Seen::Text(text.to_owned()),
-            KernelEvent::ToolInputStarted { tool_name, .. } => {
-                Seen::ToolInput(tool_name.to_owned())
+            KernelEvent::TextDelta { text } => Seen::Text(text),
+            KernelEvent::ToolInputStarted { tool_name, .. } => Seen::ToolInput(tool_name),
+            KernelEvent::ToolStarted { call } => Seen::ToolStarted(call.name, call.arguments),
+            KernelEvent::ToolFinished(finished) => {
+                Seen::ToolFinished(finished.tool_name, finished.content, finished.is_error)
             }
-            KernelEvent::ToolStarted { call } => {
-                Seen::ToolStarted(call.name.clone(), call.arguments.clone())
-            }
-            KernelEvent::ToolFinished {
-                tool_name,
-                content,
-                is_error,
-                ..
-            } => Seen::ToolFinished(tool_name.to_owned(), content.to_owned(), is_error),
             KernelEvent::ModelRetry { attempt, .. } => Seen::Retry(attempt),
             KernelEvent::Failure { failure } => Seen::Failure(
                 serde_json::to_value(failure.reason)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default(),
-                failure.error_message.clone(),
+                failure.error_message,
             ),
             KernelEvent::RunFinished { end } => {
                 Seen::Finished(serde_json::to_value(end).unwrap_or_default())

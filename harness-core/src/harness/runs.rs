@@ -3,13 +3,10 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::FutureExt;
 use harness_tags::tags::DisplayToolResultTag;
-use harness_tags::{
-    BaseCtx, DisplayToolResult, KernelMessage, RunOutcome, ToolCall, ToolResultCtx, Usage,
-};
+use harness_tags::{BaseCtx, DisplayToolResult, KernelMessage, RunOutcome, ToolResultCtx, Usage};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -20,7 +17,7 @@ use super::{Harness, HarnessError, HarnessInner};
 use crate::event::{
     AgentEndReason, HarnessEvent, HarnessMessage, MessagePart, MessageRole, StopReason,
 };
-use crate::kernel::{KernelEvent, KernelObserver, OpenTasks, RunInput, SessionSource};
+use crate::kernel::{FinishedCall, KernelEvent, OpenTasks, RunInput, SessionSource};
 use crate::store::{StoredMessage, WriteOp, metadata};
 use crate::task::TaskBoard;
 use harness_tags::util::{lock, unix_ms};
@@ -280,7 +277,10 @@ impl HarnessInner {
             .model(model)
             .abort(abort)
             .channel(Arc::new(SessionChannel::new(Arc::clone(self))))
-            .observer(Arc::new(Bridge(events)))
+            // Queued, so that the run never waits for the store or a listener.
+            .observer(Arc::new(move |event| {
+                let _ = events.send(Recorded::Kernel(event));
+            }))
             .tasks(Arc::new(OpenTaskList(self.session.tasks())))
             .session(Arc::clone(self) as Arc<dyn SessionSource>);
         let result = kernels.main.run(input).await;
@@ -384,104 +384,16 @@ impl OpenTasks for OpenTaskList {
     }
 }
 
-/// A kernel event, owned, on its way to the recorder.
+/// What the recorder handles, in order: the run's kernel events, and what the harness slots
+/// in among them.
 pub(crate) enum Recorded {
-    Message(KernelMessage),
-    Text(String),
-    Thinking(String),
-    ToolInputStart {
-        call_id: String,
-        tool_name: String,
-    },
-    ToolInputDelta {
-        call_id: String,
-        delta: String,
-    },
-    ToolInputEnd {
-        call_id: String,
-    },
-    ToolStart(ToolCall),
-    ToolEnd(ToolEnded),
-    Usage(Usage),
-    Retry {
-        attempt: u32,
-        error: String,
-        wait: Duration,
-    },
+    Kernel(KernelEvent),
     Flush(oneshot::Sender<()>),
     /// A harness event (an approval, a question, tool progress, the task list) published in
     /// its place among the run's events.
     Event(HarnessEvent),
     /// The run ended: the recorder takes nothing new and ends once what is queued is done.
     End,
-}
-
-/// A finished tool call, on its way to the UI.
-pub(crate) struct ToolEnded {
-    call_id: String,
-    tool_name: String,
-    /// What the model sees.
-    content: String,
-    /// What the tool returned.
-    output: String,
-    is_error: bool,
-    healed: bool,
-    duration_ms: u64,
-}
-
-/// Forwards the kernel's events to the recorder without blocking the run.
-struct Bridge(mpsc::UnboundedSender<Recorded>);
-
-impl KernelObserver for Bridge {
-    fn on_event(&self, event: KernelEvent<'_>) {
-        let recorded = match event {
-            KernelEvent::MessageAdded { message } => Recorded::Message(message.clone()),
-            KernelEvent::TextDelta { text } => Recorded::Text(text.to_owned()),
-            KernelEvent::ThinkingDelta { text } => Recorded::Thinking(text.to_owned()),
-            KernelEvent::ToolInputStarted { call_id, tool_name } => Recorded::ToolInputStart {
-                call_id: call_id.to_owned(),
-                tool_name: tool_name.to_owned(),
-            },
-            KernelEvent::ToolInputDelta { call_id, delta } => Recorded::ToolInputDelta {
-                call_id: call_id.to_owned(),
-                delta: delta.to_owned(),
-            },
-            KernelEvent::ToolInputEnded { call_id } => Recorded::ToolInputEnd {
-                call_id: call_id.to_owned(),
-            },
-            KernelEvent::ToolStarted { call } => Recorded::ToolStart(call.clone()),
-            KernelEvent::ToolFinished {
-                call_id,
-                tool_name,
-                content,
-                output,
-                is_error,
-                healed,
-                duration_ms,
-            } => Recorded::ToolEnd(ToolEnded {
-                call_id: call_id.to_owned(),
-                tool_name: tool_name.to_owned(),
-                content: content.to_owned(),
-                output: output.to_owned(),
-                is_error,
-                healed,
-                duration_ms,
-            }),
-            KernelEvent::Usage { usage } => Recorded::Usage(*usage),
-            KernelEvent::ModelRetry {
-                attempt,
-                error,
-                wait,
-            } => Recorded::Retry {
-                attempt,
-                error: error.to_string(),
-                wait,
-            },
-            _ => return,
-        };
-        // The recorder outlives the run; a send can only fail after it stopped on an error.
-        let _ = self.0.send(recorded);
-    }
 }
 
 /// Stores a run's messages in order and publishes its events. A message is announced
@@ -501,47 +413,7 @@ impl Recorder {
     async fn record(mut self, mut queue: mpsc::UnboundedReceiver<Recorded>) {
         while let Some(item) = queue.recv().await {
             match item {
-                Recorded::Message(message) => self.store(message).await,
-                Recorded::Text(text) => self.stream(text, false),
-                Recorded::Thinking(text) => self.stream(text, true),
-                Recorded::ToolInputStart { call_id, tool_name } => {
-                    self.harness.emit(HarnessEvent::ToolInputStart {
-                        tool_call_id: call_id,
-                        tool_name,
-                    })
-                }
-                Recorded::ToolInputDelta { call_id, delta } => {
-                    self.harness.emit(HarnessEvent::ToolInputDelta {
-                        tool_call_id: call_id,
-                        args_text_delta: delta,
-                    })
-                }
-                Recorded::ToolInputEnd { call_id } => {
-                    self.harness.emit(HarnessEvent::ToolInputEnd {
-                        tool_call_id: call_id,
-                    })
-                }
-                Recorded::ToolStart(call) => {
-                    let category = self.harness.category(&call.name);
-                    self.harness.emit(HarnessEvent::ToolStart {
-                        tool_call_id: call.id,
-                        tool_name: call.name,
-                        args: call.arguments,
-                        category,
-                    });
-                }
-                Recorded::ToolEnd(ended) => self.tool_end(ended).await,
-                Recorded::Usage(run_usage) => self.usage(run_usage).await,
-                Recorded::Retry {
-                    attempt,
-                    error,
-                    wait,
-                } => self.harness.emit(HarnessEvent::Info {
-                    message: format!(
-                        "model call attempt {attempt} failed ({error}); retrying in {} ms",
-                        wait.as_millis()
-                    ),
-                }),
+                Recorded::Kernel(event) => self.kernel_event(event).await,
                 Recorded::Flush(done) => {
                     let _ = done.send(());
                 }
@@ -549,6 +421,53 @@ impl Recorder {
                 // Later sends fail, and their senders fall back (see `emit_in_order`).
                 Recorded::End => queue.close(),
             }
+        }
+    }
+
+    async fn kernel_event(&mut self, event: KernelEvent) {
+        match event {
+            KernelEvent::MessageAdded { message } => self.store(message).await,
+            KernelEvent::TextDelta { text } => self.stream(text, false),
+            KernelEvent::ThinkingDelta { text } => self.stream(text, true),
+            KernelEvent::ToolInputStarted { call_id, tool_name } => {
+                self.harness.emit(HarnessEvent::ToolInputStart {
+                    tool_call_id: call_id,
+                    tool_name,
+                })
+            }
+            KernelEvent::ToolInputDelta { call_id, delta } => {
+                self.harness.emit(HarnessEvent::ToolInputDelta {
+                    tool_call_id: call_id,
+                    args_text_delta: delta,
+                })
+            }
+            KernelEvent::ToolInputEnded { call_id } => {
+                self.harness.emit(HarnessEvent::ToolInputEnd {
+                    tool_call_id: call_id,
+                })
+            }
+            KernelEvent::ToolStarted { call } => {
+                let category = self.harness.category(&call.name);
+                self.harness.emit(HarnessEvent::ToolStart {
+                    tool_call_id: call.id,
+                    tool_name: call.name,
+                    args: call.arguments,
+                    category,
+                });
+            }
+            KernelEvent::ToolFinished(finished) => self.tool_end(finished).await,
+            KernelEvent::Usage { usage } => self.usage(usage).await,
+            KernelEvent::ModelRetry {
+                attempt,
+                error,
+                wait,
+            } => self.harness.emit(HarnessEvent::Info {
+                message: format!(
+                    "model call attempt {attempt} failed ({error}); retrying in {} ms",
+                    wait.as_millis()
+                ),
+            }),
+            _ => {}
         }
     }
 
@@ -616,8 +535,8 @@ impl Recorder {
         self.harness.emit(HarnessEvent::MessageEnd { message });
     }
 
-    async fn tool_end(&self, ended: ToolEnded) {
-        let ToolEnded {
+    async fn tool_end(&self, finished: FinishedCall) {
+        let FinishedCall {
             call_id,
             tool_name,
             content,
@@ -625,7 +544,7 @@ impl Recorder {
             is_error,
             healed,
             duration_ms,
-        } = ended;
+        } = finished;
         let ctx = ToolResultCtx {
             base: BaseCtx {
                 run_id: Arc::from(self.run_id.as_str()),

@@ -16,7 +16,7 @@ use super::HarnessInner;
 use super::builder::SubagentDef;
 use super::channel::SessionChannel;
 use crate::event::HarnessEvent;
-use crate::kernel::{KernelEvent, KernelObserver, RunInput, SessionSource};
+use crate::kernel::{FinishedCall, KernelEvent, RunInput, SessionSource};
 use crate::model::ModelId;
 use crate::store::{StoredMessage, WriteOp, metadata};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
@@ -177,7 +177,10 @@ impl HarnessInner {
             fork_thread: fork_thread.clone(),
         };
         let recording = tokio::spawn(recorder.record(queue));
-        let observer = Arc::new(SubagentBridge(events));
+        // Queued, so that the run never waits for the store or a listener.
+        let observer = Arc::new(move |event| {
+            let _ = events.send(event);
+        });
         let result = match &fork_thread {
             Some(fork) => {
                 let mode = self.session.mode_id();
@@ -312,47 +315,6 @@ impl HarnessInner {
     }
 }
 
-enum SubagentEvent {
-    Message(KernelMessage),
-    Text(String),
-    ToolStart {
-        name: String,
-        args: Value,
-    },
-    ToolEnd {
-        name: String,
-        result: String,
-        is_error: bool,
-    },
-}
-
-struct SubagentBridge(mpsc::UnboundedSender<SubagentEvent>);
-
-impl KernelObserver for SubagentBridge {
-    fn on_event(&self, event: KernelEvent<'_>) {
-        let event = match event {
-            KernelEvent::MessageAdded { message } => SubagentEvent::Message(message.clone()),
-            KernelEvent::TextDelta { text } => SubagentEvent::Text(text.to_owned()),
-            KernelEvent::ToolStarted { call } => SubagentEvent::ToolStart {
-                name: call.name.clone(),
-                args: call.arguments.clone(),
-            },
-            KernelEvent::ToolFinished {
-                tool_name,
-                content,
-                is_error,
-                ..
-            } => SubagentEvent::ToolEnd {
-                name: tool_name.to_owned(),
-                result: content.to_owned(),
-                is_error,
-            },
-            _ => return,
-        };
-        let _ = self.0.send(event);
-    }
-}
-
 /// Publishes a subagent's events, and stores a fork's messages on the fork thread.
 struct SubagentRecorder {
     harness: Arc<HarnessInner>,
@@ -362,10 +324,10 @@ struct SubagentRecorder {
 }
 
 impl SubagentRecorder {
-    async fn record(self, mut queue: mpsc::UnboundedReceiver<SubagentEvent>) {
+    async fn record(self, mut queue: mpsc::UnboundedReceiver<KernelEvent>) {
         while let Some(event) = queue.recv().await {
             match event {
-                SubagentEvent::Message(message) => {
+                KernelEvent::MessageAdded { message } => {
                     let Some(thread_id) = &self.fork_thread else {
                         continue;
                     };
@@ -389,32 +351,34 @@ impl SubagentRecorder {
                         });
                     }
                 }
-                SubagentEvent::Text(text_delta) => {
+                KernelEvent::TextDelta { text } => {
                     self.harness.emit(HarnessEvent::SubagentTextDelta {
                         tool_call_id: self.tool_call_id.clone(),
                         agent_type: self.agent_type.clone(),
-                        text_delta,
+                        text_delta: text,
                     })
                 }
-                SubagentEvent::ToolStart { name, args } => {
+                KernelEvent::ToolStarted { call } => {
                     self.harness.emit(HarnessEvent::SubagentToolStart {
                         tool_call_id: self.tool_call_id.clone(),
                         agent_type: self.agent_type.clone(),
-                        sub_tool_name: name,
-                        sub_tool_args: args,
+                        sub_tool_name: call.name,
+                        sub_tool_args: call.arguments,
                     })
                 }
-                SubagentEvent::ToolEnd {
-                    name,
-                    result,
+                KernelEvent::ToolFinished(FinishedCall {
+                    tool_name,
+                    content,
                     is_error,
-                } => self.harness.emit(HarnessEvent::SubagentToolEnd {
+                    ..
+                }) => self.harness.emit(HarnessEvent::SubagentToolEnd {
                     tool_call_id: self.tool_call_id.clone(),
                     agent_type: self.agent_type.clone(),
-                    sub_tool_name: name,
-                    sub_tool_result: result,
+                    sub_tool_name: tool_name,
+                    sub_tool_result: content,
                     is_error,
                 }),
+                _ => {}
             }
         }
     }

@@ -224,8 +224,10 @@ impl KernelBuilder {
         self
     }
 
-    /// How strategies find the models they name (default: [`resolve_model`](crate::model::resolve_model),
-    /// the built-in providers configured from the environment).
+    /// How strategies find the models they name. Without one, a strategy that names a model
+    /// ends the run with a configuration error: the kernel never reads the environment itself
+    /// (pass [`resolve_model`](crate::model::resolve_model) for the built-in providers
+    /// configured from the environment).
     pub fn model_resolver(
         mut self,
         resolver: impl Fn(&ModelId) -> Result<Arc<dyn Model>, ModelError> + Send + Sync + 'static,
@@ -591,106 +593,111 @@ pub enum KernelError {
     },
 }
 
-/// Something that happened during a run, for user interfaces and storage.
-#[derive(Debug)]
+/// Something that happened during a run, for user interfaces and storage. Owned, so an
+/// observer can queue it as it is; the kernel builds one only when an observer is attached.
+#[derive(Clone, Debug)]
 #[non_exhaustive]
-pub enum KernelEvent<'a> {
+pub enum KernelEvent {
     /// The run began.
     RunStarted {
         /// The run's id.
-        run_id: &'a str,
+        run_id: String,
     },
     /// A message was added to the conversation (user, assistant, tool result or nudge).
     MessageAdded {
         /// The message, as the model will see it.
-        message: &'a KernelMessage,
+        message: KernelMessage,
     },
     /// More answer text streamed in.
     TextDelta {
         /// The new text.
-        text: &'a str,
+        text: String,
     },
     /// More reasoning text streamed in.
     ThinkingDelta {
         /// The new text.
-        text: &'a str,
+        text: String,
     },
     /// The model began a tool call.
     ToolInputStarted {
         /// The call's id.
-        call_id: &'a str,
+        call_id: String,
         /// The tool's name.
-        tool_name: &'a str,
+        tool_name: String,
     },
     /// More of a tool call's arguments streamed in.
     ToolInputDelta {
         /// The call's id.
-        call_id: &'a str,
+        call_id: String,
         /// The new argument text.
-        delta: &'a str,
+        delta: String,
     },
     /// A tool call's arguments are complete.
     ToolInputEnded {
         /// The call's id.
-        call_id: &'a str,
+        call_id: String,
     },
     /// A tool call starts running.
     ToolStarted {
         /// The call, after healing and handlers.
-        call: &'a ToolCall,
+        call: ToolCall,
     },
     /// A tool call finished.
-    ToolFinished {
-        /// The call's id.
-        call_id: &'a str,
-        /// The tool's name.
-        tool_name: &'a str,
-        /// The result text the model sees.
-        content: &'a str,
-        /// The tool's own output, before `message.tool-result` / `message.tool-error`
-        /// handlers reshaped it for the model.
-        output: &'a str,
-        /// True if the call failed.
-        is_error: bool,
-        /// True if healing repaired the call before it ran.
-        healed: bool,
-        /// How long it ran.
-        duration_ms: u64,
-    },
+    ToolFinished(FinishedCall),
     /// A model call failed and will be retried.
     ModelRetry {
         /// The attempt that failed.
         attempt: u32,
         /// Why.
-        error: &'a ModelError,
+        error: ModelError,
         /// How long the kernel waits before the next attempt.
         wait: Duration,
     },
     /// The run's token usage changed.
     Usage {
         /// The run's total so far.
-        usage: &'a Usage,
+        usage: Usage,
     },
     /// The agent entered a failure state.
     Failure {
         /// The failure, as handlers left it.
-        failure: &'a LifecycleFailure,
+        failure: LifecycleFailure,
     },
     /// The run ended.
     RunFinished {
         /// How, as handlers left it.
-        end: &'a RunEnd,
+        end: RunEnd,
     },
+}
+
+/// A finished tool call, as [`KernelEvent::ToolFinished`] reports it.
+#[derive(Clone, Debug)]
+pub struct FinishedCall {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The result text the model sees.
+    pub content: String,
+    /// The tool's own output, before `message.tool-result` / `message.tool-error`
+    /// handlers reshaped it for the model.
+    pub output: String,
+    /// True if the call failed.
+    pub is_error: bool,
+    /// True if healing repaired the call before it ran.
+    pub healed: bool,
+    /// How long it ran.
+    pub duration_ms: u64,
 }
 
 /// Receives a run's events. Called on the run's task: keep it quick (queue the work).
 pub trait KernelObserver: Send + Sync + 'static {
     /// One event.
-    fn on_event(&self, event: KernelEvent<'_>);
+    fn on_event(&self, event: KernelEvent);
 }
 
-impl<F: Fn(KernelEvent<'_>) + Send + Sync + 'static> KernelObserver for F {
-    fn on_event(&self, event: KernelEvent<'_>) {
+impl<F: Fn(KernelEvent) + Send + Sync + 'static> KernelObserver for F {
+    fn on_event(&self, event: KernelEvent) {
         self(event)
     }
 }

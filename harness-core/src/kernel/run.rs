@@ -30,8 +30,8 @@ use super::loops::LoopDetector;
 use super::state::{Transition, apply};
 use super::strategy::{RunHealth, Strategy, evaluate, next_untried};
 use super::{
-    KernelConfig, KernelError, KernelEvent, KernelInner, KernelObserver, OpenTasks, RunInput,
-    RunResult, SessionSource, Verdict,
+    FinishedCall, KernelConfig, KernelError, KernelEvent, KernelInner, KernelObserver, OpenTasks,
+    RunInput, RunResult, SessionSource, Verdict,
 };
 use crate::model::{Model, ModelError, ResponseAssembler, StreamEvent};
 use crate::tool::{
@@ -260,16 +260,19 @@ impl<'k> Run<'k> {
         self.tools.get(tool_name).map(|t| t.tool.category())
     }
 
-    fn notify(&self, event: KernelEvent<'_>) {
+    /// Tells the observer, if any; the event is built only then.
+    fn notify(&self, event: impl FnOnce() -> KernelEvent) {
         if let Some(observer) = &self.observer {
-            observer.on_event(event);
+            observer.on_event(event());
         }
     }
 
     fn add_message(&mut self, message: KernelMessage) {
         apply(&mut self.state, Transition::AddMessage(message));
         if let (Some(observer), Some(message)) = (&self.observer, self.state.messages.last()) {
-            observer.on_event(KernelEvent::MessageAdded { message });
+            observer.on_event(KernelEvent::MessageAdded {
+                message: message.clone(),
+            });
         }
     }
 
@@ -319,8 +322,8 @@ impl<'k> Run<'k> {
             .emit::<LifecycleStart>(start, &ctx)
             .await;
         drop(ctx);
-        self.notify(KernelEvent::RunStarted {
-            run_id: &self.run_id,
+        self.notify(|| KernelEvent::RunStarted {
+            run_id: self.run_id.to_string(),
         });
 
         loop {
@@ -545,8 +548,8 @@ impl<'k> Run<'k> {
                     };
                     drop(ctx);
                     apply(&mut self.state, Transition::Usage(response.usage));
-                    self.notify(KernelEvent::Usage {
-                        usage: &self.state.usage,
+                    self.notify(|| KernelEvent::Usage {
+                        usage: self.state.usage,
                     });
                     return Ok(Some(response));
                 }
@@ -554,9 +557,9 @@ impl<'k> Run<'k> {
                 Err(Some(error)) => {
                     drop(ctx);
                     if let Some(wait) = self.config.retry.backoff(attempt, &error) {
-                        self.notify(KernelEvent::ModelRetry {
+                        self.notify(|| KernelEvent::ModelRetry {
                             attempt,
-                            error: &error,
+                            error: error.clone(),
                             wait,
                         });
                         tokio::select! {
@@ -618,25 +621,29 @@ impl<'k> Run<'k> {
                 .unwrap_or_default()
         };
         match event {
-            StreamEvent::TextDelta(text) => self.notify(KernelEvent::TextDelta { text }),
-            StreamEvent::ThinkingDelta(text) => self.notify(KernelEvent::ThinkingDelta { text }),
+            StreamEvent::TextDelta(text) => {
+                self.notify(|| KernelEvent::TextDelta { text: text.clone() })
+            }
+            StreamEvent::ThinkingDelta(text) => {
+                self.notify(|| KernelEvent::ThinkingDelta { text: text.clone() })
+            }
             StreamEvent::ToolCallStart { index, id, name } => {
                 call_ids.push((*index, id.clone()));
-                self.notify(KernelEvent::ToolInputStarted {
-                    call_id: id,
-                    tool_name: name,
+                self.notify(|| KernelEvent::ToolInputStarted {
+                    call_id: id.clone(),
+                    tool_name: name.clone(),
                 });
             }
             StreamEvent::ToolCallDelta { index, arguments } => {
                 let id = call_id(*index, call_ids);
-                self.notify(KernelEvent::ToolInputDelta {
-                    call_id: &id,
-                    delta: arguments,
+                self.notify(|| KernelEvent::ToolInputDelta {
+                    call_id: id,
+                    delta: arguments.clone(),
                 });
             }
             StreamEvent::ToolCallEnd { index } => {
                 let id = call_id(*index, call_ids);
-                self.notify(KernelEvent::ToolInputEnded { call_id: &id });
+                self.notify(|| KernelEvent::ToolInputEnded { call_id: id });
             }
             StreamEvent::ThinkingSignature(_) | StreamEvent::Usage(_) | StreamEvent::Finish(_) => {}
         }
@@ -923,7 +930,7 @@ impl<'k> Run<'k> {
             channel: self.channel.clone(),
             thread_id: self.thread_id.clone(),
         };
-        self.notify(KernelEvent::ToolStarted { call });
+        self.notify(|| KernelEvent::ToolStarted { call: call.clone() });
         let started = Instant::now();
         let execution =
             AssertUnwindSafe(tool.tool.execute(call.arguments.clone(), ctx)).catch_unwind();
@@ -1036,14 +1043,16 @@ impl<'k> Run<'k> {
         drop(ctx);
         self.add_message(message);
         apply(&mut self.state, Transition::AddStep(step));
-        self.notify(KernelEvent::ToolFinished {
-            call_id: &call.id,
-            tool_name: &call.name,
-            content: &content,
-            output: output.as_deref().unwrap_or(&content),
-            is_error,
-            healed: prepared.healed,
-            duration_ms: executed.duration_ms,
+        self.notify(|| {
+            KernelEvent::ToolFinished(FinishedCall {
+                call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                output: output.unwrap_or_else(|| content.clone()),
+                content,
+                is_error,
+                healed: prepared.healed,
+                duration_ms: executed.duration_ms,
+            })
         });
     }
 
@@ -1234,7 +1243,7 @@ impl<'k> Run<'k> {
                 metadata: Some(metadata),
             }),
         );
-        self.notify(KernelEvent::Failure { failure: &failure });
+        self.notify(|| KernelEvent::Failure { failure });
     }
 
     /// Scores the strategy after a failure and acts on the (reshaped) recommendation.
@@ -1277,7 +1286,14 @@ impl<'k> Run<'k> {
         if let Some(model_id) = &strategy.model {
             let resolved = match &self.kernel.resolver {
                 Some(resolve) => resolve(model_id),
-                None => crate::model::resolve_model(model_id.as_str()),
+                None => Err(ModelError::Config {
+                    provider: model_id.provider().to_owned(),
+                    message: format!(
+                        "strategy `{}` names model `{model_id}`, but the kernel has no model \
+                         resolver; set one with `KernelBuilder::model_resolver`",
+                        strategy.name
+                    ),
+                }),
             };
             match resolved {
                 Ok(model) => {
@@ -1362,7 +1378,7 @@ impl<'k> Run<'k> {
             _ => run_end,
         };
         drop(ctx);
-        self.notify(KernelEvent::RunFinished { end: &reported });
+        self.notify(|| KernelEvent::RunFinished { end: reported });
         RunResult {
             run_id: self.run_id.to_string(),
             outcome: end.outcome,

@@ -273,7 +273,7 @@ async fn aborting_while_a_tool_runs_ends_aborted_with_every_call_answered() {
     let calls = Calls::default();
     let abort = CancellationToken::new();
     let trigger = abort.clone();
-    let observer = move |event: harness_core::kernel::KernelEvent<'_>| {
+    let observer = move |event: harness_core::kernel::KernelEvent| {
         if let harness_core::kernel::KernelEvent::ToolStarted { call } = event
             && call.name == "hang"
         {
