@@ -24,18 +24,22 @@ pub mod display;
 mod envelope;
 mod error;
 pub mod event;
+mod memory;
+mod message;
+pub mod reducer;
 mod task;
 
 pub use display::{
     ActiveSubagent, ActiveTool, DisplayState, ModifiedFile, PendingApproval, PendingSuspension,
-    SubagentStatus, SubagentToolCall, ToolStatus, WallClock, reduce, reduce_with_clock,
+    SubagentStatus, SubagentToolCall, ToolStatus,
 };
 pub use envelope::{EventEnvelope, EventScope};
 pub use error::ErrorCode;
-pub use event::{
-    AgentEndReason, HarnessEvent, HarnessMessage, MessagePart, MessageRole, ModelScope, OmProgress,
-    OmRole, OmStatus, OmTrigger, OutputStream, StopReason, ThreadInfo,
-};
+pub use event::{AgentEndReason, HarnessEvent, ModelScope, OutputStream, ThreadInfo};
+pub use harness_tags::util::WallClock;
+pub use memory::{OmProgress, OmRole, OmStatus, OmTrigger};
+pub use message::{HarnessMessage, MessagePart, MessageRole, StopReason};
+pub use reducer::{reduce, reduce_with_clock};
 pub use task::{TaskItem, TaskStatus};
 
 /// The JSON Schema (draft 2020-12) of an [`EventEnvelope`], as checked in at

@@ -1,9 +1,8 @@
 //! The display state: one immutable snapshot of everything a user interface draws, folded
 //! from the event stream.
 //!
-//! - The state and its pure reducer live in [`harness_protocol::display`] and are
-//!   re-exported here.
-//! - [`scheduler`]: the [`DisplayScheduler`] folds every event at once and publishes
+//! - The state and its pure reducer live in [`harness_protocol`] and are re-exported here.
+//! - [`DisplayScheduler`] (from [`crate::event::scheduler`]) folds every event at once and publishes
 //!   `Arc<DisplayState>` snapshots, batched (250 ms window, 500 ms ceiling) or at once for the
 //!   events that matter to a human ([`flushes_at_once`]).
 //! - The harness runtime drives both through an [`EventHub`](crate::event::EventHub):
@@ -21,7 +20,8 @@
 //! # });
 //! ```
 
-pub mod scheduler;
-
+pub use crate::event::scheduler::{
+    DisplayConfig, DisplayScheduler, DisplayStateStream, flushes_at_once,
+};
 pub use harness_protocol::display::*;
-pub use scheduler::{DisplayConfig, DisplayScheduler, DisplayStateStream, flushes_at_once};
+pub use harness_protocol::{WallClock, reduce, reduce_with_clock};

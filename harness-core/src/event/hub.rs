@@ -21,7 +21,8 @@ use harness_protocol::{EventEnvelope, EventScope};
 
 use super::HarnessEvent;
 use super::bus::{DEFAULT_CAPACITY, EventBus, EventSink, ListenerGuard, Subscription};
-use crate::display::{DisplayConfig, DisplayScheduler, DisplayState, DisplayStateStream};
+use super::scheduler::{DisplayConfig, DisplayScheduler, DisplayStateStream};
+use harness_protocol::DisplayState;
 
 /// How an [`EventHub`] is built.
 #[derive(Clone, Debug)]

@@ -1,5 +1,6 @@
-//! How the harness's events travel: the [`EventBus`] that carries them and the [`EventHub`]
-//! that also folds them into the display state. The events themselves, their envelope and
+//! How the harness's events travel: the [`EventBus`] that carries them, the
+//! [`DisplayScheduler`](scheduler::DisplayScheduler) that folds them into the display state,
+//! and the [`EventHub`] that does both. The events themselves, their envelope and
 //! the shapes they carry are in [`harness_protocol`] and re-exported here.
 //!
 //! Subscribers get a [`Subscription`] (a `Stream` of [`Delivery`] items, each event in its
@@ -28,8 +29,12 @@
 
 pub mod bus;
 pub mod hub;
+pub mod scheduler;
 
 pub use bus::{Delivery, EventBus, EventSink, ListenerGuard, Subscription};
 pub use harness_protocol::event::*;
-pub use harness_protocol::{EventEnvelope, EventScope};
+pub use harness_protocol::{
+    EventEnvelope, EventScope, HarnessMessage, MessagePart, MessageRole, OmProgress, OmRole,
+    OmStatus, OmTrigger, StopReason,
+};
 pub use hub::{EventHub, EventHubConfig};

@@ -10,12 +10,13 @@ use serde_json::{Map, Value};
 use super::heartbeat::{Heartbeat, Heartbeats};
 use super::services::HarnessServices;
 use super::session::Session;
-use super::subagent::subagent_tool;
+use super::subagent::{SubagentDef, subagent_tool};
 use super::{HarnessInner, ModeKernels, default_id};
 use crate::builtin::{self, BuiltinTool};
 use crate::event::{EventHub, EventHubConfig, HarnessEvent};
 use crate::kernel::{Kernel, KernelBuildError, KernelConfig, ModelResolver};
 use crate::model::{AuthChecker, IntoModel, ModelCatalog, ModelError, ModelId};
+use crate::protocol::ErrorCode;
 use crate::store::{Store, ThreadLock};
 use crate::tool::{IntoTool, Tool};
 
@@ -136,93 +137,6 @@ pub struct AgentConfig {
     pub instructions: String,
     /// Tools shared by every mode that does not replace them.
     pub tools: Vec<Arc<dyn Tool>>,
-}
-
-/// A kind of subagent the `subagent` tool can spawn.
-#[derive(Clone)]
-pub struct SubagentDef {
-    /// The type the model asks for, e.g. `explore`.
-    pub id: String,
-    /// A display name.
-    pub name: String,
-    /// What it is for; goes into the `subagent` tool's description.
-    pub description: String,
-    /// Its system prompt (non-forked runs).
-    pub instructions: String,
-    /// Its own tools (non-forked runs).
-    pub tools: Vec<Arc<dyn Tool>>,
-    /// Tools of the shared agent it may also use, by name.
-    pub allowed_harness_tools: Vec<String>,
-    /// Its default model; the parent's model otherwise.
-    pub default_model: Option<ModelId>,
-    /// Its step limit (default 50).
-    pub max_steps: Option<u32>,
-    /// True to run on a fork of the parent thread by default.
-    pub forked: bool,
-}
-
-impl std::fmt::Debug for SubagentDef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SubagentDef")
-            .field("id", &self.id)
-            .field("forked", &self.forked)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SubagentDef {
-    /// A subagent type with its id, name, description and instructions.
-    pub fn new(
-        id: impl Into<String>,
-        name: impl Into<String>,
-        description: impl Into<String>,
-        instructions: impl Into<String>,
-    ) -> Self {
-        SubagentDef {
-            id: id.into(),
-            name: name.into(),
-            description: description.into(),
-            instructions: instructions.into(),
-            tools: Vec::new(),
-            allowed_harness_tools: Vec::new(),
-            default_model: None,
-            max_steps: None,
-            forked: false,
-        }
-    }
-
-    /// Adds a tool of its own.
-    pub fn tool(mut self, tool: impl Tool) -> Self {
-        self.tools.push(Arc::new(tool));
-        self
-    }
-
-    /// Lets it use some of the shared agent's tools.
-    pub fn allowed_harness_tools<S: Into<String>>(
-        mut self,
-        names: impl IntoIterator<Item = S>,
-    ) -> Self {
-        self.allowed_harness_tools = names.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Sets its default model.
-    pub fn default_model(mut self, model: ModelId) -> Self {
-        self.default_model = Some(model);
-        self
-    }
-
-    /// Sets its step limit.
-    pub fn max_steps(mut self, max_steps: u32) -> Self {
-        self.max_steps = Some(max_steps);
-        self
-    }
-
-    /// Runs it on a fork of the parent thread by default.
-    pub fn forked(mut self, forked: bool) -> Self {
-        self.forked = forked;
-        self
-    }
 }
 
 /// Why a harness could not be built.
@@ -575,7 +489,7 @@ impl HarnessBuilder {
             move |failure: &harness_tags::HandlerFailure| {
                 sink_hub.emit(HarnessEvent::Error {
                     error: failure.to_string(),
-                    error_type: Some("handler_failure".to_owned()),
+                    error_type: Some(ErrorCode::HandlerFailure.into()),
                     retryable: None,
                     retry_delay_ms: None,
                 });
@@ -664,6 +578,7 @@ impl HarnessBuilder {
                 interactive: self.interactive,
                 persist_grants: self.persist_grants,
                 session,
+                recorder: std::sync::Mutex::new(None),
                 heartbeats: Heartbeats::new(self.heartbeats),
                 initialized: AtomicBool::new(false),
                 metadata_writes: tokio::sync::Mutex::new(()),

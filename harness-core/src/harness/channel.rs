@@ -7,7 +7,6 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::session::PendingAnswer;
 use super::{Harness, HarnessError, HarnessInner};
 use crate::event::{HarnessEvent, OutputStream};
 use crate::tool::{
@@ -15,6 +14,14 @@ use crate::tool::{
     ToolProgress,
 };
 use harness_tags::util::lock;
+
+/// Someone waiting for the user's answer.
+pub(crate) struct PendingAnswer<T> {
+    pub(crate) call_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) resume_schema: Option<Value>,
+    pub(crate) reply: oneshot::Sender<T>,
+}
 
 /// The tool name an escalation is suspended under.
 pub const ESCALATION: &str = "escalate";
@@ -125,7 +132,7 @@ impl HarnessChannel for SessionChannel {
                 })
                 .await
             {
-                self.harness.emit(super::runs::storage_error(&error));
+                self.harness.emit(super::storage_error(&error));
             }
         }
         answer

@@ -35,14 +35,15 @@ mod subagent;
 mod threads;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use harness_tags::util::unix_ms;
 use harness_tags::{Pipeline, ToolCategory};
 use serde_json::{Map, Value};
+use tokio::sync::mpsc;
 
-pub use builder::{AgentConfig, BuildError, HarnessBuilder, Mode, SubagentDef};
+pub use builder::{AgentConfig, BuildError, HarnessBuilder, Mode};
 pub use channel::ESCALATION;
 /// How a run ended (re-exported from `harness_tags` for [`RunSummary::outcome`]).
 pub use harness_tags::RunOutcome;
@@ -50,6 +51,7 @@ pub use heartbeat::Heartbeat;
 pub use runs::{FollowUp, RunSummary};
 pub use services::HarnessServices;
 pub use session::{Grants, Session};
+pub use subagent::SubagentDef;
 pub use threads::CloneOptions;
 
 use crate::display::DisplayState;
@@ -57,6 +59,7 @@ use crate::display::DisplayStateStream;
 use crate::event::{EventEnvelope, EventHub, HarnessEvent, ListenerGuard, Subscription};
 use crate::kernel::{Kernel, ModelResolver};
 use crate::model::{Model, ModelError, ModelId};
+use crate::protocol::ErrorCode;
 use crate::store::{LockError, Store, StoreError, ThreadLock};
 
 /// Why a harness operation failed.
@@ -141,6 +144,8 @@ pub(crate) struct HarnessInner {
     pub(crate) interactive: Option<bool>,
     pub(crate) persist_grants: bool,
     pub(crate) session: Session,
+    /// The active run's recorder, for publishing in order and flushing before a fork.
+    pub(crate) recorder: Mutex<Option<mpsc::UnboundedSender<runs::Recorded>>>,
     pub(crate) heartbeats: heartbeat::Heartbeats,
     pub(crate) initialized: AtomicBool,
     /// Serializes read-modify-write of the bound thread's record.
@@ -374,4 +379,14 @@ pub(crate) fn default_id() -> String {
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.write_u32(std::process::id());
     format!("{:011x}{:08x}", unix_ms(), hasher.finish() as u32)
+}
+
+/// The event that reports a failed write of the thread.
+pub(crate) fn storage_error(error: &dyn std::fmt::Display) -> HarnessEvent {
+    HarnessEvent::Error {
+        error: format!("storing the thread failed: {error}"),
+        error_type: Some(ErrorCode::Storage.into()),
+        retryable: Some(true),
+        retry_delay_ms: None,
+    }
 }

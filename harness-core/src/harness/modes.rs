@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::{Harness, HarnessError, HarnessInner};
 use crate::event::{HarnessEvent, ModelScope};
 use crate::model::{AvailableModel, ModelId};
+use crate::protocol::ErrorCode;
 use crate::store::metadata;
 use harness_tags::util::lock;
 
@@ -141,7 +142,7 @@ impl HarnessInner {
                 error: format!(
                     "could not switch to `{target}` after the plan was approved: {error}"
                 ),
-                error_type: Some("mode_switch".into()),
+                error_type: Some(ErrorCode::ModeSwitch.into()),
                 retryable: Some(true),
                 retry_delay_ms: None,
             });

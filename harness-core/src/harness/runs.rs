@@ -12,15 +12,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::channel::SessionChannel;
-use super::session::{ActiveRun, Queued};
-use super::{Harness, HarnessError, HarnessInner};
+use super::{Harness, HarnessError, HarnessInner, storage_error};
 use crate::event::{
     AgentEndReason, HarnessEvent, HarnessMessage, MessagePart, MessageRole, StopReason,
 };
 use crate::kernel::{FinishedCall, KernelEvent, OpenTasks, RunInput, SessionSource};
+use crate::protocol::ErrorCode;
 use crate::store::{StoredMessage, WriteOp, metadata};
 use crate::task::TaskBoard;
 use harness_tags::util::{lock, unix_ms};
+use std::collections::VecDeque;
 
 /// How a run went.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,7 +179,7 @@ impl HarnessInner {
                 let error = harness_tags::TagError::from_panic(&*panic);
                 self.emit(HarnessEvent::Error {
                     error: format!("the run crashed: {error}"),
-                    error_type: Some("run_crashed".into()),
+                    error_type: Some(ErrorCode::RunCrashed.into()),
                     retryable: Some(true),
                     retry_delay_ms: None,
                 });
@@ -268,7 +269,7 @@ impl HarnessInner {
             streaming: None,
         };
         let recording = tokio::spawn(recorder.record(queue));
-        *lock(&self.session.recorder) = Some(events.clone());
+        *lock(&self.recorder) = Some(events.clone());
         let input = RunInput::message(KernelMessage::user(content))
             .history(history)
             .run_id(run_id.clone())
@@ -286,12 +287,12 @@ impl HarnessInner {
         let result = kernels.main.run(input).await;
         // The sender stays in the slot until everything is stored, so that a plugin's
         // `flush_messages` in the meantime still waits for the run's last messages.
-        let sender = lock(&self.session.recorder).clone();
+        let sender = lock(&self.recorder).clone();
         if let Some(sender) = sender {
             let _ = sender.send(Recorded::End);
         }
         let _ = recording.await;
-        lock(&self.session.recorder).take();
+        lock(&self.recorder).take();
         if let Err(error) = self
             .update_metadata(|meta| {
                 meta.insert(
@@ -331,7 +332,7 @@ impl HarnessInner {
         let error = error.into();
         self.emit(HarnessEvent::Error {
             error: error.to_string(),
-            error_type: Some("run_refused".into()),
+            error_type: Some(ErrorCode::RunRefused.into()),
             retryable: Some(false),
             retry_delay_ms: None,
         });
@@ -343,7 +344,7 @@ impl HarnessInner {
     /// output after its start, an approval after the text that led to it); at once without a
     /// run.
     pub(crate) fn emit_in_order(&self, event: HarnessEvent) {
-        let Some(sender) = lock(&self.session.recorder).clone() else {
+        let Some(sender) = lock(&self.recorder).clone() else {
             self.emit(event);
             return;
         };
@@ -357,7 +358,7 @@ impl HarnessInner {
 
     /// Waits until everything the active run produced so far is stored (no-op without a run).
     pub(crate) async fn flush_recorder(&self) {
-        let sender = lock(&self.session.recorder).clone();
+        let sender = lock(&self.recorder).clone();
         if let Some(sender) = sender {
             let (done, flushed) = oneshot::channel();
             if sender.send(Recorded::Flush(done)).is_ok() {
@@ -367,21 +368,43 @@ impl HarnessInner {
     }
 }
 
-pub(crate) fn storage_error(error: &dyn std::fmt::Display) -> HarnessEvent {
-    HarnessEvent::Error {
-        error: format!("storing the thread failed: {error}"),
-        error_type: Some("storage".into()),
-        retryable: Some(true),
-        retry_delay_ms: None,
-    }
-}
-
 struct OpenTaskList(Arc<TaskBoard>);
 
 impl OpenTasks for OpenTaskList {
     fn open_tasks(&self) -> Vec<String> {
         self.0.incomplete().into_iter().map(|t| t.content).collect()
     }
+}
+
+/// The active run and the messages queued behind it.
+#[derive(Default)]
+pub(crate) struct RunSlot {
+    pub(crate) active: Option<ActiveRun>,
+    pub(crate) queue: VecDeque<Queued>,
+}
+
+impl RunSlot {
+    /// The event announcing the queue as it is now.
+    pub(crate) fn queue_event(&self) -> HarnessEvent {
+        HarnessEvent::FollowUpQueued {
+            count: self.queue.len(),
+            follow_ups: self
+                .queue
+                .iter()
+                .map(|queued| queued.content.clone())
+                .collect(),
+        }
+    }
+}
+
+pub(crate) struct ActiveRun {
+    pub(crate) abort: CancellationToken,
+}
+
+/// A message waiting for the active run to end.
+pub(crate) struct Queued {
+    pub(crate) content: String,
+    pub(crate) reply: Option<oneshot::Sender<RunSummary>>,
 }
 
 /// What the recorder handles, in order: the run's kernel events, and what the harness slots

@@ -1,6 +1,6 @@
 //! The session: the per-conversation state of a harness.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use harness_protocol::EventScope;
@@ -8,10 +8,10 @@ use harness_tags::util::lock;
 use harness_tags::{SessionView, ToolCategory, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::{Notify, oneshot};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::Notify;
 
-use super::runs::RunSummary;
+use super::channel::PendingAnswer;
+use super::runs::RunSlot;
 use crate::model::ModelId;
 use crate::store::ThreadRecord;
 use crate::task::TaskBoard;
@@ -48,47 +48,6 @@ pub struct Session {
     pub(crate) plan_approved: Mutex<bool>,
     /// The bound thread and the active run, stamped on every event the harness publishes.
     pub(crate) scope: Mutex<EventScope>,
-    /// The active run's recorder, for flushing before a fork.
-    pub(crate) recorder: Mutex<Option<tokio::sync::mpsc::UnboundedSender<super::runs::Recorded>>>,
-}
-
-/// The active run and the messages queued behind it.
-#[derive(Default)]
-pub(crate) struct RunSlot {
-    pub(crate) active: Option<ActiveRun>,
-    pub(crate) queue: VecDeque<Queued>,
-}
-
-impl RunSlot {
-    /// The event announcing the queue as it is now.
-    pub(crate) fn queue_event(&self) -> crate::event::HarnessEvent {
-        crate::event::HarnessEvent::FollowUpQueued {
-            count: self.queue.len(),
-            follow_ups: self
-                .queue
-                .iter()
-                .map(|queued| queued.content.clone())
-                .collect(),
-        }
-    }
-}
-
-pub(crate) struct ActiveRun {
-    pub(crate) abort: CancellationToken,
-}
-
-/// A message waiting for the active run to end.
-pub(crate) struct Queued {
-    pub(crate) content: String,
-    pub(crate) reply: Option<oneshot::Sender<RunSummary>>,
-}
-
-/// Someone waiting for the user's answer.
-pub(crate) struct PendingAnswer<T> {
-    pub(crate) call_id: String,
-    pub(crate) tool_name: String,
-    pub(crate) resume_schema: Option<Value>,
-    pub(crate) reply: oneshot::Sender<T>,
 }
 
 impl std::fmt::Debug for Session {
@@ -125,7 +84,6 @@ impl Session {
             tasks: Arc::new(TaskBoard::new()),
             plan_approved: Mutex::new(false),
             scope: Mutex::new(EventScope::default()),
-            recorder: Mutex::new(None),
         }
     }
 

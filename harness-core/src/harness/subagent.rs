@@ -13,14 +13,101 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::HarnessInner;
-use super::builder::SubagentDef;
 use super::channel::SessionChannel;
 use crate::event::HarnessEvent;
 use crate::kernel::{FinishedCall, KernelEvent, RunInput, SessionSource};
 use crate::model::ModelId;
+use crate::protocol::ErrorCode;
 use crate::store::{StoredMessage, WriteOp, metadata};
-use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::tool::{IntoTool, Tool, ToolContext, ToolError, ToolOutput};
 use harness_tags::util::unix_ms;
+
+/// A kind of subagent the `subagent` tool can spawn.
+#[derive(Clone)]
+pub struct SubagentDef {
+    /// The type the model asks for, e.g. `explore`.
+    pub id: String,
+    /// A display name.
+    pub name: String,
+    /// What it is for; goes into the `subagent` tool's description.
+    pub description: String,
+    /// Its system prompt (non-forked runs).
+    pub instructions: String,
+    /// Its own tools (non-forked runs).
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// Tools of the shared agent it may also use, by name.
+    pub allowed_harness_tools: Vec<String>,
+    /// Its default model; the parent's model otherwise.
+    pub default_model: Option<ModelId>,
+    /// Its step limit (default 50).
+    pub max_steps: Option<u32>,
+    /// True to run on a fork of the parent thread by default.
+    pub forked: bool,
+}
+
+impl std::fmt::Debug for SubagentDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubagentDef")
+            .field("id", &self.id)
+            .field("forked", &self.forked)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SubagentDef {
+    /// A subagent type with its id, name, description and instructions.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        instructions: impl Into<String>,
+    ) -> Self {
+        SubagentDef {
+            id: id.into(),
+            name: name.into(),
+            description: description.into(),
+            instructions: instructions.into(),
+            tools: Vec::new(),
+            allowed_harness_tools: Vec::new(),
+            default_model: None,
+            max_steps: None,
+            forked: false,
+        }
+    }
+
+    /// Adds a tool of its own.
+    pub fn tool(mut self, tool: impl IntoTool) -> Self {
+        self.tools.push(tool.into_tool());
+        self
+    }
+
+    /// Lets it use some of the shared agent's tools.
+    pub fn allowed_harness_tools<S: Into<String>>(
+        mut self,
+        names: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.allowed_harness_tools = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets its default model.
+    pub fn default_model(mut self, model: ModelId) -> Self {
+        self.default_model = Some(model);
+        self
+    }
+
+    /// Sets its step limit.
+    pub fn max_steps(mut self, max_steps: u32) -> Self {
+        self.max_steps = Some(max_steps);
+        self
+    }
+
+    /// Runs it on a fork of the parent thread by default.
+    pub fn forked(mut self, forked: bool) -> Self {
+        self.forked = forked;
+        self
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -345,7 +432,7 @@ impl SubagentRecorder {
                     if let Err(error) = self.harness.store.write(vec![write]).await {
                         self.harness.emit(HarnessEvent::Error {
                             error: format!("storing the forked subagent's thread failed: {error}"),
-                            error_type: Some("storage".into()),
+                            error_type: Some(ErrorCode::Storage.into()),
                             retryable: Some(true),
                             retry_delay_ms: None,
                         });

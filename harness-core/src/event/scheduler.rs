@@ -35,8 +35,9 @@ use tokio::time::Instant;
 use harness_protocol::{EventEnvelope, EventScope};
 use harness_tags::util::{lock, unix_ms};
 
-use super::{DisplayState, WallClock, reduce_with_clock};
-use crate::event::{EventBus, HarnessEvent};
+use harness_protocol::{DisplayState, HarnessEvent, WallClock, reduce_with_clock};
+
+use super::bus::EventBus;
 
 /// The batching window: a snapshot goes out once no event came for this long.
 pub const DEFAULT_WINDOW: Duration = Duration::from_millis(250);

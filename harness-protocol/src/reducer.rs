@@ -43,11 +43,13 @@ use harness_tags::ToolCategory;
 use harness_tags::util::unix_ms;
 use serde_json::Value;
 
-use super::{
+use crate::display::{
     ActiveSubagent, ActiveTool, DisplayState, ModifiedFile, PendingApproval, PendingSuspension,
     SubagentStatus, SubagentToolCall, ToolStatus,
 };
-use crate::event::{AgentEndReason, HarnessEvent, MessageRole, OmProgress, OmStatus};
+use crate::event::{AgentEndReason, HarnessEvent};
+use crate::memory::{OmProgress, OmStatus};
+use crate::message::MessageRole;
 
 /// How long the follow-up list may grow from a count without texts.
 const MAX_FOLLOW_UP_PLACEHOLDERS: usize = 1024;

@@ -1,8 +1,8 @@
 //! The display state: one immutable snapshot of everything a user interface draws, folded
 //! from the event stream.
 //!
-//! - [`reducer`]: [`reduce`] folds one event into a [`DisplayState`] (the rules are listed
-//!   there).
+//! - [`reduce`](crate::reduce) folds one event into a [`DisplayState`] (the rules are listed
+//!   in [`crate::reducer`]).
 //! - The runtime's display scheduler (in `harness-core`) folds every event at once and
 //!   publishes `Arc<DisplayState>` snapshots, batched; a client that reads the event stream
 //!   itself folds it the same way:
@@ -17,8 +17,6 @@
 //! assert!(state.is_running);
 //! ```
 
-pub mod reducer;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -27,11 +25,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::{HarnessMessage, OmProgress};
+use crate::memory::OmProgress;
+use crate::message::HarnessMessage;
 use crate::task::TaskItem;
-
-pub use harness_tags::util::WallClock;
-pub use reducer::{reduce, reduce_with_clock};
 
 /// Where an active tool stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
