@@ -51,12 +51,13 @@ pub mod handler;
 pub mod layer;
 pub mod pattern;
 pub mod payload;
+mod phase;
 pub mod pipeline;
 pub mod tag;
 pub mod tags;
 pub mod util;
 
-pub use compose::{Compose, IntoPlugin, Plugin};
+pub use compose::Compose;
 pub use context::{
     BaseCtx, KernelState, MemoryCtx, ModelCtx, NudgeCtx, SessionView, Severity, SubagentCtx,
     TagContext, ThreadCtx, ToolCallCtx, ToolCategory, ToolResultCtx,
@@ -76,8 +77,9 @@ pub use payload::{
     ToolCall, ToolSpec, Usage,
 };
 pub use pipeline::{
-    BuildError, Emit, EmitError, EmitOutcome, ErrorSink, FailureKind, HandlerFailure, Pipeline,
-    PipelineBuilder, PluginError, TagService, TapOverflow, TapQueueConfig, TapStats,
+    BuildError, Emit, EmitError, EmitOutcome, ErrorSink, FailureKind, HandlerFailure, IntoPlugin,
+    Pipeline, PipelineBuilder, Plugin, PluginError, TagService, TapOverflow, TapQueueConfig,
+    TapStats,
 };
 pub use tag::{Phase, Tag, TagDescriptor, catalog, duplicate_names, lookup};
 
@@ -106,6 +108,13 @@ pub mod __private {
         crate_name: &'static str,
         module_path: &'static str,
     ) -> TagDescriptor {
-        TagDescriptor::new::<T>(description, payload_type, ctx_type, crate_name, module_path)
+        TagDescriptor::new::<T>(
+            description,
+            payload_type,
+            ctx_type,
+            crate_name,
+            module_path,
+            crate::pipeline::chain_factory::<T>,
+        )
     }
 }

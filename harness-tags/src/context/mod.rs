@@ -9,8 +9,9 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::payload::ToolCategory;
 use crate::payload::{KernelMessage, ObservationStep, Usage};
-use crate::tag::Phase;
+use crate::phase::Phase;
 
 /// What a tag's context must be: cloneable (async handlers get a clone), serializable (JSON
 /// handlers see it as JSON) and describable as a JSON Schema (for the catalog).
@@ -130,46 +131,6 @@ pub struct NudgeCtx {
     pub trigger: String,
     /// How serious it is.
     pub severity: Severity,
-}
-
-/// The permission category of a tool.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolCategory {
-    /// Reads files or data.
-    Read,
-    /// Changes files or data.
-    Edit,
-    /// Runs commands.
-    Execute,
-    /// Comes from an MCP server.
-    Mcp,
-    /// Anything else.
-    Other,
-}
-
-impl ToolCategory {
-    /// Every category, in declaration order.
-    pub const ALL: [ToolCategory; 5] = [
-        ToolCategory::Read,
-        ToolCategory::Edit,
-        ToolCategory::Execute,
-        ToolCategory::Mcp,
-        ToolCategory::Other,
-    ];
-
-    /// The category's name as it appears in JSON and configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolCategory::Read => "read",
-            ToolCategory::Edit => "edit",
-            ToolCategory::Execute => "execute",
-            ToolCategory::Mcp => "mcp",
-            ToolCategory::Other => "other",
-        }
-    }
 }
 
 /// Context of tags about a tool call that is about to run.

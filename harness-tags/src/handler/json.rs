@@ -13,10 +13,9 @@ use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceExt};
 
 use super::typed::TapOutput;
-use super::{Body, ErasedCtx, Options, Registration, registration_options};
+use super::{Body, ErasedCtx, Options, Registration, TapQueueConfig, registration_options};
 use crate::flow::{BoxError, Flow, IntoFlow};
 use crate::pattern::{IntoPattern, Pattern, PatternError};
-use crate::pipeline::TapQueueConfig;
 use crate::tag::TagDescriptor;
 
 /// The owned request JSON services and async JSON taps receive.

@@ -22,14 +22,43 @@ use serde_json::Value;
 
 use crate::flow::FailurePolicy;
 use crate::pattern::{Pattern, PatternError};
-use crate::pipeline::TapQueueConfig;
 use crate::tag::TagDescriptor;
+
+/// What an emit does when an asynchronous tap's queue is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TapOverflow {
+    /// Wait for room, at most this long; then drop the request and count it. The wait is the
+    /// backpressure: the emit (and so the kernel) slows down to the tap's pace, within a bound.
+    Wait(Duration),
+    /// Drop the request at once and count it.
+    Drop,
+}
+
+/// The queue of an asynchronous tap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TapQueueConfig {
+    /// How many requests may wait for the tap (at least 1).
+    pub capacity: usize,
+    /// What to do when they are that many.
+    pub overflow: TapOverflow,
+}
+
+impl Default for TapQueueConfig {
+    /// 1,024 requests; wait at most 100 ms for room, then drop.
+    fn default() -> Self {
+        TapQueueConfig {
+            capacity: 1024,
+            overflow: TapOverflow::Wait(Duration::from_millis(100)),
+        }
+    }
+}
 
 pub use json::{JsonOnHandler, JsonTapHandler};
 pub(crate) use json::{JsonOnStep, JsonTapSpec, SyncJsonOnFn, SyncJsonTapFn};
 pub use json::{
     JsonRequest, OnJson, TagInfo, TapJson, on_json, on_json_service, tap_json, tap_json_async,
 };
+use std::time::Duration;
 pub use typed::{
     AsyncFn, On, ServiceHandler, SyncFn, TagRequest, Tap, on, on_async, on_service, tap, tap_async,
     tap_service,

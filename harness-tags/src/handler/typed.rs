@@ -11,9 +11,8 @@ use futures_util::future::{Map, Ready, ready};
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceExt};
 
-use super::{Body, Options, Registration, registration_options};
+use super::{Body, Options, Registration, TapQueueConfig, registration_options};
 use crate::flow::{BoxError, Flow, IntoFlow, TagError, caught};
-use crate::pipeline::TapQueueConfig;
 use crate::tag::Tag;
 
 /// The owned request async handlers and tower services receive: the payload and a clone of

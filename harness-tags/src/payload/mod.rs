@@ -7,8 +7,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::context::ToolCategory;
-
 /// A message of the conversation the kernel keeps.
 ///
 /// ```
@@ -637,4 +635,44 @@ pub struct ThreadChange {
     /// For a clone: source message id -> new message id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub message_id_map: BTreeMap<String, String>,
+}
+
+/// The permission category of a tool.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolCategory {
+    /// Reads files or data.
+    Read,
+    /// Changes files or data.
+    Edit,
+    /// Runs commands.
+    Execute,
+    /// Comes from an MCP server.
+    Mcp,
+    /// Anything else.
+    Other,
+}
+
+impl ToolCategory {
+    /// Every category, in declaration order.
+    pub const ALL: [ToolCategory; 5] = [
+        ToolCategory::Read,
+        ToolCategory::Edit,
+        ToolCategory::Execute,
+        ToolCategory::Mcp,
+        ToolCategory::Other,
+    ];
+
+    /// The category's name as it appears in JSON and configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolCategory::Read => "read",
+            ToolCategory::Edit => "edit",
+            ToolCategory::Execute => "execute",
+            ToolCategory::Mcp => "mcp",
+            ToolCategory::Other => "other",
+        }
+    }
 }

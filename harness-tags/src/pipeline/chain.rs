@@ -17,10 +17,11 @@ use tower::{Service, ServiceExt};
 use tracing::Instrument;
 
 use super::failure::{ErrorSink, FailureKind, HandlerFailure, panic_message, report};
-use super::queue::{AnyQueue, TapQueue, TapQueueConfig, TryEnqueue};
+use super::queue::{AnyQueue, Probe, TapQueue, TryEnqueue};
 use super::{BuildError, EmitOutcome, EmitResult};
 use crate::context::TagContext;
 use crate::flow::{BoxError, FailurePolicy, Flow, TagError, caught};
+use crate::handler::TapQueueConfig;
 use crate::handler::{
     Halt, HandlerId, JsonOnStep, JsonRequest, OnStep, SyncJsonOnFn, SyncJsonTapFn, SyncOnFn,
     SyncTapFn, TagInfo, TagRequest, TapSpec,
@@ -28,17 +29,23 @@ use crate::handler::{
 use crate::tag::{Tag, TagDescriptor};
 use futures_util::future::BoxFuture;
 
-/// Builds a tag's chain without knowing the tag's type statically.
-pub(crate) type ChainFactory = fn() -> Box<dyn ChainBuilder>;
-
-/// Creates the chain builder of tag `T`; stored in each tag's descriptor.
-pub(crate) fn chain_factory<T: Tag>() -> Box<dyn ChainBuilder> {
-    Box::new(TypedChainBuilder::<T> {
+/// Creates the chain builder of tag `T`, type-erased; stored in each tag's descriptor and
+/// opened again by [`open_chain_builder`].
+pub(crate) fn chain_factory<T: Tag>() -> Box<dyn Any + Send> {
+    let builder: Box<dyn ChainBuilder> = Box::new(TypedChainBuilder::<T> {
         ons: Vec::new(),
         taps: Vec::new(),
         has_json_on: false,
         _tag: std::marker::PhantomData,
-    })
+    });
+    Box::new(builder)
+}
+
+/// The chain builder a descriptor's factory made (see [`chain_factory`]).
+pub(crate) fn open_chain_builder(made: Box<dyn Any + Send>) -> Option<Box<dyn ChainBuilder>> {
+    made.downcast::<Box<dyn ChainBuilder>>()
+        .ok()
+        .map(|builder| *builder)
 }
 
 /// Where a registration sorts and how it is named.
@@ -404,9 +411,6 @@ enum Blocking<'a, T: Tag> {
     // Boxed: parking is the slow path.
     Parked(Box<ParkedTap<T>>),
 }
-
-/// A readiness probe: a future that completes when a wait-policy tap queue has room.
-pub(crate) type Probe = Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
 
 impl<'a, T: Tag> Run<'a, T> {
     /// Runs every step it can without awaiting. Every step catches its own panics: typed

@@ -9,11 +9,8 @@ use std::task::{Context, Poll};
 use futures_util::future::BoxFuture;
 
 use super::chain::{Chain, Started};
-use super::{EmitError, EmitOutcome};
+use super::{EmitOutcome, EmitResult};
 use crate::tag::Tag;
-
-/// What an emit resolves to: the outcome, or the error of a `FailClosed` handler.
-pub type EmitResult<P> = Result<EmitOutcome<P>, EmitError>;
 
 /// The future of one emit of tag `T`, returned by [`Pipeline::emit`](super::Pipeline::emit).
 ///

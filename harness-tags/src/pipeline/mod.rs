@@ -25,6 +25,7 @@
 mod chain;
 mod emit;
 mod failure;
+mod plugin;
 mod queue;
 mod service;
 
@@ -32,20 +33,25 @@ use std::any::{Any, TypeId};
 use std::fmt;
 use std::sync::Arc;
 
-pub(crate) use chain::{ChainBuilder, ChainFactory, Step, call_guarded, chain_factory, classify};
-pub use emit::{Emit, EmitResult};
+pub use crate::handler::{TapOverflow, TapQueueConfig};
+pub(crate) use chain::{ChainBuilder, Step, call_guarded, chain_factory, classify};
+pub use emit::Emit;
 pub(crate) use failure::report;
 pub use failure::{EmitError, ErrorSink, FailureKind, HandlerFailure};
-pub use queue::{TapOverflow, TapQueueConfig, TapStats};
+pub use queue::TapStats;
 pub use service::TagService;
 
-use crate::compose::{Compose, IntoPlugin, Plugin};
+use crate::compose::Compose;
 use crate::flow::BoxError;
 use crate::handler::{Body, HandlerId, JsonTapSpec, Registration};
 use crate::pattern::PatternError;
 use crate::tag::{Tag, catalog, duplicate_names};
 use chain::{Entry, OnBody, TapBody};
+pub use plugin::{IntoPlugin, Plugin};
 use queue::{AnyQueue, TapQueue};
+
+/// What an emit resolves to: the outcome, or the error of a `FailClosed` handler.
+pub type EmitResult<P> = Result<EmitOutcome<P>, EmitError>;
 
 /// What an emit produced.
 #[derive(Clone, Debug, PartialEq)]
@@ -355,7 +361,12 @@ fn builder_at<'b>(
     let slot = builders
         .get_mut(index)
         .ok_or(BuildError::NotInCatalog { tag: name })?;
-    Ok(slot.get_or_insert_with(|| (descriptor.chain_factory())()))
+    if slot.is_none() {
+        let made = (descriptor.chain_factory())();
+        *slot =
+            Some(chain::open_chain_builder(made).ok_or(BuildError::NotInCatalog { tag: name })?);
+    }
+    slot.as_mut().ok_or(BuildError::NotInCatalog { tag: name })
 }
 
 /// One tag's compiled chain with its concrete type erased.
@@ -545,7 +556,7 @@ impl Pipeline {
         failures
     }
 
-    pub(crate) fn readiness_probes<T: Tag>(&self) -> Vec<chain::Probe> {
+    pub(crate) fn readiness_probes<T: Tag>(&self) -> Vec<queue::Probe> {
         self.chain::<T>()
             .map(|chain| chain.readiness_probes())
             .unwrap_or_default()

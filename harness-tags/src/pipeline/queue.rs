@@ -12,37 +12,11 @@ use tower::{Service, ServiceExt};
 
 use super::failure::{ErrorSink, FailureKind, HandlerFailure, panic_message, report};
 use crate::flow::{BoxError, FailurePolicy, TagError};
-use crate::handler::{HandlerId, JsonRequest, TagRequest};
+use crate::handler::{HandlerId, JsonRequest, TagRequest, TapOverflow, TapQueueConfig};
 use crate::tag::{Tag, TagDescriptor};
 
-/// What an emit does when an asynchronous tap's queue is full.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TapOverflow {
-    /// Wait for room, at most this long; then drop the request and count it. The wait is the
-    /// backpressure: the emit (and so the kernel) slows down to the tap's pace, within a bound.
-    Wait(Duration),
-    /// Drop the request at once and count it.
-    Drop,
-}
-
-/// The queue of an asynchronous tap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TapQueueConfig {
-    /// How many requests may wait for the tap (at least 1).
-    pub capacity: usize,
-    /// What to do when they are that many.
-    pub overflow: TapOverflow,
-}
-
-impl Default for TapQueueConfig {
-    /// 1,024 requests; wait at most 100 ms for room, then drop.
-    fn default() -> Self {
-        TapQueueConfig {
-            capacity: 1024,
-            overflow: TapOverflow::Wait(Duration::from_millis(100)),
-        }
-    }
-}
+/// A readiness probe: a future that completes when a wait-policy tap queue has room.
+pub(crate) type Probe = Arc<dyn Fn() -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// Counters of one asynchronous tap's queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,7 +110,7 @@ impl<R: Queued> TapQueue<R> {
     }
 
     /// A probe that completes when the queue has room, for wait-policy queues only.
-    pub(crate) fn readiness_probe(&self) -> Option<super::chain::Probe> {
+    pub(crate) fn readiness_probe(&self) -> Option<Probe> {
         if !matches!(self.overflow, TapOverflow::Wait(_)) {
             return None;
         }

@@ -5,7 +5,7 @@ use std::task::{Context, Poll};
 
 use futures_util::future::BoxFuture;
 
-use super::chain::Probe;
+use super::queue::Probe;
 use super::{EmitError, EmitOutcome, Pipeline};
 use crate::handler::TagRequest;
 use crate::tag::Tag;

@@ -6,14 +6,16 @@
 
 mod render;
 
+use std::any::Any;
 use std::fmt;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use schemars::JsonSchema;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
+pub use crate::phase::Phase;
 pub use render::{render_json, render_markdown};
 
 /// A typed interception point of the harness.
@@ -68,67 +70,6 @@ pub trait Tag: Send + Sync + 'static {
     }
 }
 
-/// The phase of the agent loop in which a tag is emitted.
-///
-/// A run is `Bootstrap -> [Think -> Act -> Observe -> Verify]* -> Complete`; `Memory` covers
-/// observational-memory work and `Session` covers what happens outside a run (threads).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    /// A run starts: the user's message enters, the initial state is built.
-    #[default]
-    Bootstrap,
-    /// The prompt and tools are assembled and the model is called.
-    Think,
-    /// Tool calls are healed, gated and executed.
-    Act,
-    /// Results are recorded, counters and strategy are updated.
-    Observe,
-    /// The kernel decides whether the run is done.
-    Verify,
-    /// Observational memory observes, reflects or assembles context.
-    Memory,
-    /// The run ends.
-    Complete,
-    /// Outside a run: threads are cloned, deleted, shown.
-    Session,
-}
-
-impl Phase {
-    /// The phase's name as it appears in JSON and in the catalog.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Bootstrap => "bootstrap",
-            Phase::Think => "think",
-            Phase::Act => "act",
-            Phase::Observe => "observe",
-            Phase::Verify => "verify",
-            Phase::Memory => "memory",
-            Phase::Complete => "complete",
-            Phase::Session => "session",
-        }
-    }
-}
-
-impl fmt::Display for Phase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Everything the catalog knows about one tag.
 ///
 /// Descriptors are created by `#[derive(Tag)]` and live for the whole program.
@@ -143,12 +84,16 @@ pub struct TagDescriptor {
     module_path: &'static str,
     payload_schema: fn() -> serde_json::Value,
     ctx_schema: fn() -> serde_json::Value,
-    new_chain: crate::pipeline::ChainFactory,
+    new_chain: ErasedChainFactory,
     index: AtomicUsize,
     payload_schema_cache: OnceLock<serde_json::Value>,
 }
 
 const UNINDEXED: usize = usize::MAX;
+
+/// Builds a tag's handler chain without naming the tag's type: an opaque constructor that the
+/// pipeline hands in when the descriptor is made, and alone knows how to open.
+pub(crate) type ErasedChainFactory = fn() -> Box<dyn Any + Send>;
 
 impl TagDescriptor {
     pub(crate) const fn new<T: Tag>(
@@ -157,6 +102,7 @@ impl TagDescriptor {
         ctx_type: &'static str,
         crate_name: &'static str,
         module_path: &'static str,
+        new_chain: ErasedChainFactory,
     ) -> Self {
         TagDescriptor {
             name: T::NAME,
@@ -169,7 +115,7 @@ impl TagDescriptor {
             module_path,
             payload_schema: schema_of::<T::Payload>,
             ctx_schema: schema_of::<T::Ctx>,
-            new_chain: crate::pipeline::chain_factory::<T>,
+            new_chain,
             index: AtomicUsize::new(UNINDEXED),
             payload_schema_cache: OnceLock::new(),
         }
@@ -226,7 +172,7 @@ impl TagDescriptor {
         (self.ctx_schema)()
     }
 
-    pub(crate) fn chain_factory(&self) -> crate::pipeline::ChainFactory {
+    pub(crate) fn chain_factory(&self) -> ErasedChainFactory {
         self.new_chain
     }
 

@@ -146,8 +146,9 @@ impl Default for OmConfig {
 
 impl OmConfig {
     /// Checks the numbers, saying which one is wrong.
-    pub fn validate(&self) -> Result<(), crate::OmError> {
-        let bad = |field: &str, why: &str| Err(crate::OmError::Config(format!("`{field}` {why}")));
+    pub fn validate(&self) -> Result<(), crate::error::OmError> {
+        let bad =
+            |field: &str, why: &str| Err(crate::error::OmError::Config(format!("`{field}` {why}")));
         if self.observation_threshold == 0 {
             return bad("observation_threshold", "must be above 0");
         }

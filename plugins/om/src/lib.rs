@@ -52,6 +52,7 @@
 
 mod config;
 mod engine;
+mod error;
 mod plugin;
 pub mod prompts;
 mod record;
@@ -59,6 +60,7 @@ mod tokens;
 
 pub use config::{IdleTrigger, OmConfig, OmRetry, OmSettings, SETTINGS_KEY};
 pub use engine::{CONTINUE_FROM_MEMORY, Clock};
-pub use plugin::{ObservationalMemory, OmError};
+pub use error::OmError;
+pub use plugin::ObservationalMemory;
 pub use record::{BufferedChunk, NAMESPACE, Observed, OmRecord};
 pub use tokens::{TokenCounter, estimate_bytes, estimate_message, message_text};

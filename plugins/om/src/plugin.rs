@@ -11,41 +11,11 @@ use harness_tags::{
 };
 use serde_json::Value;
 
+use crate::OmError;
 use crate::config::{OmConfig, OmSettings, SETTINGS_KEY};
 use crate::engine::{self, Clock, Engine};
 use crate::record::{NAMESPACE, OmRecord};
 use crate::tokens::TokenCounter;
-
-/// Why an observational-memory operation failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum OmError {
-    /// The configuration is not valid.
-    #[error("invalid observational-memory configuration: {0}")]
-    Config(String),
-    /// The plugin is not attached to a harness (or the harness is gone).
-    #[error(
-        "observational memory is not attached to a harness: add it with `HarnessBuilder::plugin` and call `Harness::init`"
-    )]
-    NotAttached,
-    /// No thread is selected.
-    #[error("no thread is selected; select or create one first")]
-    NoThread,
-    /// The model id is not `provider/name`.
-    #[error("`{model}` is not a model id (`provider/name`): {why}")]
-    InvalidModel {
-        /// The id given.
-        model: String,
-        /// What is wrong with it.
-        why: String,
-    },
-    /// The harness or its store failed.
-    #[error(transparent)]
-    Harness(#[from] HarnessError),
-    /// The memory state could not be read or written.
-    #[error("observational memory: {0}")]
-    State(String),
-}
 
 /// Observational memory: an observer distils old messages into dated, prioritized
 /// observations (ahead of time, in the background), a reflector compresses them when they pile
