@@ -9,6 +9,10 @@ use serde_json::{Map, Value};
 
 use crate::context::ToolCategory;
 
+mod mcp;
+
+pub use mcp::{McpResourceInfo, McpToolAnnotations, McpToolInfo, McpToolList};
+
 /// A message of the conversation the kernel keeps.
 ///
 /// ```
