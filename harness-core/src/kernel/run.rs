@@ -36,6 +36,7 @@ use super::{
 use crate::model::{Model, ModelError, ResponseAssembler, StreamEvent};
 use crate::tool::{
     ApprovalRequest, HarnessChannel, RegisteredTool, ToolContext, ToolOutput, ToolRegistry,
+    ToolSourceCtx,
 };
 
 pub(crate) async fn run(kernel: &KernelInner, input: RunInput) -> RunResult {
@@ -171,6 +172,10 @@ struct Run<'k> {
     tried: Vec<bool>,
     strategy_name: Arc<str>,
     tools: ToolRegistry,
+    /// The kernel's tools with its sources' tools, once a source offered any.
+    all_tools: Option<ToolRegistry>,
+    /// The generation of `all_tools` (0: none yet).
+    tools_generation: u64,
     loops: LoopDetector,
     health: RunHealth,
     iteration: u32,
@@ -221,6 +226,8 @@ impl<'k> Run<'k> {
             tried,
             strategy_name,
             tools,
+            all_tools: None,
+            tools_generation: 0,
             loops: LoopDetector::new(config.loops),
             health: RunHealth::default(),
             iteration: 0,
@@ -351,6 +358,7 @@ impl<'k> Run<'k> {
     }
 
     async fn step(&mut self) -> StepFlow {
+        self.refresh_sourced_tools().await;
         self.iteration += 1;
         apply(&mut self.state, Transition::Iteration(self.iteration));
         let response = match self.think().await {
@@ -464,6 +472,28 @@ impl<'k> Run<'k> {
             _ => {}
         }
         self.verify(text).await
+    }
+
+    /// Takes the tool sources' current tools (an MCP server's list may have changed).
+    async fn refresh_sourced_tools(&mut self) {
+        let ctx = ToolSourceCtx {
+            pipeline: &self.kernel.pipeline,
+            abort: &self.abort,
+        };
+        let Some((generation, all)) = self
+            .kernel
+            .sources
+            .changed(&self.kernel.tools, self.tools_generation, ctx)
+            .await
+        else {
+            return;
+        };
+        self.tools_generation = generation;
+        self.tools = match &self.strategies[self.strategy].tools {
+            Some(names) => all.subset(names.iter().map(String::as_str)),
+            None => all.clone(),
+        };
+        self.all_tools = Some(all);
     }
 
     fn system_prompt(&self) -> String {
@@ -1290,9 +1320,10 @@ impl<'k> Run<'k> {
                 Err(error) => return Decision::End(End::failed(KernelError::Model(error))),
             }
         }
+        let all = self.all_tools.as_ref().unwrap_or(&self.kernel.tools);
         self.tools = match &strategy.tools {
-            Some(names) => self.kernel.tools.subset(names.iter().map(String::as_str)),
-            None => self.kernel.tools.clone(),
+            Some(names) => all.subset(names.iter().map(String::as_str)),
+            None => all.clone(),
         };
         self.strategy = next;
         self.strategy_name = Arc::from(strategy.name.as_str());
