@@ -428,6 +428,15 @@ impl Kernel {
         &self.inner.tools
     }
 
+    /// The permission category of a tool: one of the kernel's own, or one its tool sources
+    /// offered in the last step that asked them.
+    pub fn tool_category(&self, tool_name: &str) -> Option<ToolCategory> {
+        match self.inner.tools.get(tool_name) {
+            Some(tool) => Some(tool.tool.category()),
+            None => self.inner.sources.category(tool_name),
+        }
+    }
+
     /// The kernel's pipeline.
     pub fn pipeline(&self) -> &Pipeline {
         &self.inner.pipeline

@@ -61,6 +61,13 @@ impl ToolSources {
         }
     }
 
+    /// The permission category of a tool the sources offered in the last tool set built.
+    pub(crate) fn category(&self, tool_name: &str) -> Option<harness_tags::ToolCategory> {
+        let merged = self.merged.lock().unwrap_or_else(PoisonError::into_inner);
+        let tool = merged.as_ref()?.tools.get(tool_name)?;
+        Some(tool.tool.category())
+    }
+
     /// The kernel's own tools with every source's current tools, when that set is not the
     /// one of generation `seen` (0: none seen yet); `None` when nothing changed or there are
     /// no sources. A source tool whose name is taken is skipped with a warning.
@@ -164,6 +171,11 @@ mod tests {
         assert_ne!(first, second);
         assert_eq!(tools.names().collect::<Vec<_>>(), ["own", "remote_b"]);
         assert!(tools.get("remote_b").is_some());
+        assert_eq!(
+            sources.category("remote_b"),
+            Some(harness_tags::ToolCategory::Other)
+        );
+        assert_eq!(sources.category("remote_a"), None);
         assert!(ToolSources::default().changed(&own, 0, ctx).await.is_none());
     }
 }
