@@ -1,0 +1,64 @@
+//! The streamable HTTP transport: rmcp's client over a reqwest client of our own, so that TLS
+//! is the stack the rest of the harness links (rustls with ring), redirects are not followed
+//! (a redirect would replay the session id and the configured headers), and both the SSE
+//! events and JSON bodies are bounded by the server's `max_message_bytes`.
+
+use std::collections::HashMap;
+
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+use crate::config::{McpConfigError, McpServer};
+use crate::error::McpError;
+
+/// The transport for a server at `url`, with its headers' placeholders read now.
+pub(crate) fn connect(
+    server: &McpServer,
+    url: &str,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
+    let mut headers = HashMap::new();
+    for (key, value) in &server.config().headers {
+        let invalid = |message: String| McpConfigError::Invalid {
+            server: server.name().to_owned(),
+            message,
+        };
+        let name = HeaderName::from_bytes(key.as_bytes())
+            .map_err(|_| invalid(format!("`{key}` is not an HTTP header name")))?;
+        let mut value = HeaderValue::from_str(&server.expand(key, value)?).map_err(|_| {
+            invalid(format!(
+                "the value of header `{key}` holds characters HTTP does not allow"
+            ))
+        })?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    #[cfg(feature = "rustls")]
+    install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .connect_timeout(server.handshake_timeout())
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|error| McpError::Start {
+            server: server.name().to_owned(),
+            reason: format!("the HTTP client could not be built ({error})"),
+            stderr: String::new(),
+        })?;
+    let limit = server.message_limit();
+    let config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(headers)
+        .max_sse_event_size(limit)
+        .max_json_response_size(limit);
+    Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+/// Installs rustls' ring crypto provider for the process, once; a provider installed earlier
+/// (by the application or harness-core's model clients) is kept.
+#[cfg(feature = "rustls")]
+fn install_crypto_provider() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        // An error means a provider is installed already, which is all that is needed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
