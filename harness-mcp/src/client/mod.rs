@@ -26,7 +26,9 @@ use harness_core::tool::{ToolContext, ToolRegistry, ToolSource, ToolSourceCtx};
 use harness_tags::{McpListReason, McpResourceInfo, McpToolInfo, McpToolList, Pipeline};
 use rmcp::RoleClient;
 use rmcp::model::{CancelledNotificationParam, ClientRequest, RequestId, ServerResult};
-use rmcp::service::{Peer, PeerRequestOptions, RunningService, ServiceError, ServiceExt};
+use rmcp::service::{
+    ClientInitializeError, Peer, PeerRequestOptions, RunningService, ServiceError, ServiceExt,
+};
 use tokio_util::sync::CancellationToken;
 
 pub use listing::McpPromptInfo;
@@ -510,7 +512,7 @@ impl Inner {
                         format!(
                             "{} before completing the MCP handshake ({})",
                             process.ending(),
-                            chain(&error)
+                            handshake_failure(&error)
                         )
                     }
                     Err(_) => {
@@ -535,7 +537,7 @@ impl Inner {
                     Ok(Ok(service)) => return Ok((service, None)),
                     Ok(Err(error)) => format!(
                         "{url} did not complete the MCP handshake ({})",
-                        chain(&error)
+                        handshake_failure(&error)
                     ),
                     Err(_) => format!(
                         "{url} did not complete the MCP handshake within {} (`startup_timeout_ms`)",
@@ -653,7 +655,7 @@ impl Inner {
         let mut link = self.link.lock().await;
         let (reason, stderr) = match &*link {
             Link::Up(current) if current.id == session => current.ending(Some(error)).await,
-            _ => (chain(error), String::new()),
+            _ => (service_failure(error), String::new()),
         };
         let failure = McpError::Stopped {
             server: self.server.name().to_owned(),
@@ -711,7 +713,7 @@ impl Session {
                 (process.ending(), process.stderr_excerpt())
             }
             None => (
-                error.map_or_else(|| "the connection closed".to_owned(), |e| chain(e)),
+                error.map_or_else(|| "the connection closed".to_owned(), service_failure),
                 String::new(),
             ),
         }
@@ -766,6 +768,25 @@ impl Drop for CancelOnDrop {
         runtime.spawn(async move {
             let _ = tokio::time::timeout(CANCEL_SEND, peer.notify_cancelled(cancelled)).await;
         });
+    }
+}
+
+/// Why a request's connection failed, without rmcp's transport type names.
+fn service_failure(error: &ServiceError) -> String {
+    match error {
+        ServiceError::TransportSend(error) => {
+            format!("the connection failed ({})", chain(error.error.as_ref()))
+        }
+        ServiceError::TransportClosed => "the connection closed".to_owned(),
+        other => chain(other),
+    }
+}
+
+/// Why a handshake failed, without rmcp's transport type names.
+fn handshake_failure(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, .. } => chain(error.error.as_ref()),
+        other => chain(other),
     }
 }
 

@@ -2,11 +2,19 @@
 //! is the stack the rest of the harness links (rustls with ring), redirects are not followed
 //! (a redirect would replay the session id and the configured headers), and both the SSE
 //! events and JSON bodies are bounded by the server's `max_message_bytes`.
+//!
+//! A response stream that breaks is resumed a few times within about two seconds, then given
+//! up: rmcp's default keeps trying forever, so a call to a server that died would wait out its
+//! whole timeout and then be reported as slow instead of gone.
 
 use std::collections::HashMap;
 
 use reqwest::header::{HeaderName, HeaderValue};
+use std::sync::Arc;
+use std::time::Duration;
+
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 use crate::config::{McpConfigError, McpServer};
@@ -45,10 +53,15 @@ pub(crate) fn connect(
             stderr: String::new(),
         })?;
     let limit = server.message_limit();
-    let config = StreamableHttpClientTransportConfig::with_uri(url)
+    let mut resume = ExponentialBackoff::default();
+    resume.max_times = Some(3);
+    resume.base_duration = Duration::from_millis(250);
+    resume.max_delay = Some(Duration::from_secs(1));
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(headers)
         .max_sse_event_size(limit)
         .max_json_response_size(limit);
+    config.retry_config = Arc::new(resume);
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 

@@ -5,7 +5,7 @@
 //! The server here is `tests/fixtures/misbehaving_server.py` (Python's standard library only):
 //! no published server misbehaves on request.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use harness_core::event::HarnessEvent;
@@ -14,7 +14,8 @@ use harness_core::tool::{
     ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSource, ToolSourceCtx,
 };
 use harness_mcp::{McpClient, McpError, McpServer, McpState};
-use harness_tags::{Pipeline, RunOutcome};
+use harness_tags::tags::McpToolsListed;
+use harness_tags::{McpCtx, McpListReason, McpToolList, Pipeline, RunOutcome};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -298,7 +299,18 @@ async fn a_crash_shows_the_servers_last_words_and_other_servers_keep_working() {
         Scripted::tool_call("fix__echo", json!({"text": "restarted"})),
         Scripted::text("done"),
     ]);
-    let harness = support::harness(&model, &[&client, &other], |b| b);
+    let listings: Arc<Mutex<Vec<(String, McpListReason)>>> = Arc::default();
+    let record = Arc::clone(&listings);
+    let harness = support::harness(&model, &[&client, &other], |b| {
+        b.compose(move |c| {
+            c.tap(McpToolsListed, move |list: &McpToolList, ctx: &McpCtx| {
+                record
+                    .lock()
+                    .unwrap()
+                    .push((list.server.clone(), ctx.reason));
+            })
+        })
+    });
     harness.init().await.unwrap();
     let summary = harness.send_message("crash it").await.unwrap();
     assert_eq!(summary.outcome, RunOutcome::Complete, "{summary:?}");
@@ -321,6 +333,15 @@ async fn a_crash_shows_the_servers_last_words_and_other_servers_keep_working() {
         ("restarted".to_owned(), false)
     );
     assert_eq!(client.status().state, McpState::Connected);
+    // The restart's tools were listed again before the step after it.
+    let fix: Vec<McpListReason> = listings
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(server, _)| server == "fix")
+        .map(|(_, reason)| *reason)
+        .collect();
+    assert_eq!(fix, [McpListReason::Connect, McpListReason::Reconnect]);
 }
 
 #[tokio::test]

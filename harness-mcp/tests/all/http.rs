@@ -19,10 +19,12 @@ use crate::support;
 /// picked (see `tests/fixtures/loopback.cjs`).
 struct HttpServer {
     url: String,
-    _process: Child,
+    port: u16,
+    process: Child,
 }
 
-async fn start(dir: &Path) -> Option<HttpServer> {
+/// Starts the server on `port` (0: any free port).
+async fn start(dir: &Path, port: u16) -> Option<HttpServer> {
     let entry = support::everything_entry()?;
     let preload = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loopback.cjs");
     let mut process = Command::new("node")
@@ -32,7 +34,7 @@ async fn start(dir: &Path) -> Option<HttpServer> {
         .arg("streamableHttp")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("PORT", "0")
+        .env("PORT", port.to_string())
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -55,14 +57,15 @@ async fn start(dir: &Path) -> Option<HttpServer> {
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Some(HttpServer {
         url: format!("http://127.0.0.1:{port}/mcp"),
-        _process: process,
+        port,
+        process,
     })
 }
 
 #[tokio::test]
 async fn tools_are_listed_and_called_over_streamable_http_with_progress_and_abort() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(server) = start(dir.path()).await else {
+    let Some(server) = start(dir.path(), 0).await else {
         return;
     };
     // A header whose value is read from the environment when the client connects.
@@ -130,7 +133,8 @@ async fn a_server_nobody_listens_for_fails_to_start_with_the_address_and_the_cau
     let message = error.to_string();
     assert!(
         message.contains(&format!(
-            "http://127.0.0.1:{port}/mcp did not complete the MCP handshake"
+            "http://127.0.0.1:{port}/mcp did not complete the MCP handshake (Client error: error \
+             sending request for url (http://127.0.0.1:{port}/mcp))"
         )),
         "{message}"
     );
@@ -147,4 +151,59 @@ async fn a_server_nobody_listens_for_fails_to_start_with_the_address_and_the_cau
             .contains("`HARNESS_MCP_TEST_UNSET_TOKEN`, which is not set"),
         "{error}"
     );
+}
+
+#[tokio::test]
+async fn a_server_that_dies_mid_call_fails_it_within_seconds_and_is_reconnected_when_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut server) = start(dir.path(), 0).await else {
+        return;
+    };
+    let client = McpClient::new(McpServer::http("remote", &server.url));
+    let model = support::model([
+        Scripted::tool_call(
+            "remote__trigger-long-running-operation",
+            json!({"duration": 60, "steps": 120}),
+        ),
+        Scripted::text("it died"),
+        Scripted::tool_call("remote__echo", json!({"message": "back"})),
+        Scripted::text("done"),
+    ]);
+    let harness = support::harness(&model, &[&client], |b| b);
+    harness.init().await.unwrap();
+    let mut events = harness.subscribe();
+    let started = Instant::now();
+    let run = tokio::spawn({
+        let harness = harness.clone();
+        async move { harness.send_message("the slow one").await }
+    });
+    support::wait_for(&mut events, |e| {
+        matches!(e, HarnessEvent::ToolUpdate { .. })
+    })
+    .await;
+    server.process.kill().await.unwrap();
+    let summary = run.await.unwrap().unwrap();
+    assert_eq!(summary.outcome, RunOutcome::Complete, "{summary:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the call did not wait out its 60 s timeout"
+    );
+    let (failure, is_error) = support::tool_result(&model.requests()[1], "call_0");
+    assert!(is_error);
+    assert_eq!(
+        failure,
+        "MCP server `remote` stopped while handling `remote__trigger-long-running-operation`: \
+         the connection closed. It will be restarted on the next call."
+    );
+
+    // The server comes back where it was; the next call connects again.
+    let _again = start(dir.path(), server.port).await.unwrap();
+    let summary = harness.send_message("again").await.unwrap();
+    assert_eq!(summary.outcome, RunOutcome::Complete, "{summary:?}");
+    let last = model.requests().last().unwrap().clone();
+    assert_eq!(
+        support::tool_result(&last, "call_1"),
+        ("Echo: back".to_owned(), false)
+    );
+    assert_eq!(client.status().state, McpState::Connected);
 }
