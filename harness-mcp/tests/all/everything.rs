@@ -211,14 +211,8 @@ async fn progress_reaches_the_user_and_an_abort_stops_a_slow_call_at_once() {
     let mut events = harness.subscribe();
 
     let started = Instant::now();
-    let run = tokio::spawn({
-        let harness = harness.clone();
-        async move { harness.send_message("run the slow one").await }
-    });
-    let update = support::wait_for(&mut events, |e| {
-        matches!(e, HarnessEvent::ToolUpdate { .. })
-    })
-    .await;
+    let run = support::send_in_background(&harness, "run the slow one");
+    let update = support::wait_for_progress(&mut events).await;
     let HarnessEvent::ToolUpdate { partial_result, .. } = update.as_ref() else {
         unreachable!()
     };
@@ -304,14 +298,8 @@ async fn a_server_killed_mid_call_fails_the_call_readably_and_is_restarted_on_ne
     harness.init().await.unwrap();
     let mut events = harness.subscribe();
 
-    let run = tokio::spawn({
-        let harness = harness.clone();
-        async move { harness.send_message("run the slow one").await }
-    });
-    support::wait_for(&mut events, |e| {
-        matches!(e, HarnessEvent::ToolUpdate { .. })
-    })
-    .await;
+    let run = support::send_in_background(&harness, "run the slow one");
+    support::wait_for_progress(&mut events).await;
     let first_pid = client.status().pid.unwrap();
     support::kill(first_pid);
     let reported = support::wait_for(

@@ -109,10 +109,7 @@ async fn an_abort_while_a_server_starts_ends_the_run_at_once() {
     harness.init().await.unwrap();
     let mut events = harness.subscribe();
     let started = Instant::now();
-    let run = tokio::spawn({
-        let harness = harness.clone();
-        async move { harness.send_message("hi").await }
-    });
+    let run = support::send_in_background(&harness, "hi");
     support::wait_for(&mut events, |e| {
         matches!(e, HarnessEvent::AgentStart { .. })
     })
@@ -166,15 +163,9 @@ async fn an_abort_cancels_the_call_on_the_server() {
     let harness = support::harness(&model, &[&client], |b| b);
     harness.init().await.unwrap();
     let mut events = harness.subscribe();
-    let run = tokio::spawn({
-        let harness = harness.clone();
-        async move { harness.send_message("hang").await }
-    });
+    let run = support::send_in_background(&harness, "hang");
     // The fixture reports progress once it has the request.
-    support::wait_for(&mut events, |e| {
-        matches!(e, HarnessEvent::ToolUpdate { .. })
-    })
-    .await;
+    support::wait_for_progress(&mut events).await;
     harness.abort();
     assert_eq!(run.await.unwrap().unwrap().outcome, RunOutcome::Aborted);
 

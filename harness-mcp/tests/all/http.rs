@@ -5,7 +5,6 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use harness_core::event::HarnessEvent;
 use harness_core::model::Scripted;
 use harness_mcp::{McpClient, McpError, McpServer, McpState};
 use harness_tags::{Pipeline, RunOutcome};
@@ -102,14 +101,8 @@ async fn tools_are_listed_and_called_over_streamable_http_with_progress_and_abor
 
     let mut events = harness.subscribe();
     let started = Instant::now();
-    let run = tokio::spawn({
-        let harness = harness.clone();
-        async move { harness.send_message("the slow one").await }
-    });
-    support::wait_for(&mut events, |e| {
-        matches!(e, HarnessEvent::ToolUpdate { .. })
-    })
-    .await;
+    let run = support::send_in_background(&harness, "the slow one");
+    support::wait_for_progress(&mut events).await;
     harness.abort();
     let summary = run.await.unwrap().unwrap();
     assert_eq!(summary.outcome, RunOutcome::Aborted);
@@ -173,14 +166,8 @@ async fn a_server_that_dies_mid_call_fails_it_within_seconds_and_is_reconnected_
     harness.init().await.unwrap();
     let mut events = harness.subscribe();
     let started = Instant::now();
-    let run = tokio::spawn({
-        let harness = harness.clone();
-        async move { harness.send_message("the slow one").await }
-    });
-    support::wait_for(&mut events, |e| {
-        matches!(e, HarnessEvent::ToolUpdate { .. })
-    })
-    .await;
+    let run = support::send_in_background(&harness, "the slow one");
+    support::wait_for_progress(&mut events).await;
     server.process.kill().await.unwrap();
     let summary = run.await.unwrap().unwrap();
     assert_eq!(summary.outcome, RunOutcome::Complete, "{summary:?}");

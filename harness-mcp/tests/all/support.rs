@@ -5,10 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use harness_core::event::{Delivery, HarnessEvent, Subscription};
-use harness_core::harness::{Harness, HarnessBuilder, Mode};
+use harness_core::harness::{Harness, HarnessBuilder, HarnessError, Mode, RunSummary};
 use harness_core::model::{Model, ModelRequest, Scripted, ScriptedModel};
 use harness_mcp::{McpClient, McpHarnessExt, McpServer};
 use harness_tags::KernelMessage;
+use tokio::task::JoinHandle;
 
 /// Where `.ci/install-mcp-servers` puts the third-party servers.
 pub fn servers_dir() -> PathBuf {
@@ -157,6 +158,20 @@ pub fn tool_result(request: &ModelRequest, call_id: &str) -> (String, bool) {
             _ => None,
         })
         .unwrap_or_else(|| panic!("no result for {call_id} in {:#?}", request.messages))
+}
+
+/// Sends `text` from a task of its own, so that the test can act while the run is going.
+pub fn send_in_background(
+    harness: &Harness,
+    text: &'static str,
+) -> JoinHandle<Result<RunSummary, HarnessError>> {
+    let harness = harness.clone();
+    tokio::spawn(async move { harness.send_message(text).await })
+}
+
+/// Waits until a tool reports progress (the call is running on the server), and returns it.
+pub async fn wait_for_progress(events: &mut Subscription) -> Arc<HarnessEvent> {
+    wait_for(events, |e| matches!(e, HarnessEvent::ToolUpdate { .. })).await
 }
 
 /// Waits for the first event `matches` accepts.
