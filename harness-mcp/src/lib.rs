@@ -48,8 +48,8 @@
 //!
 //! # Configuration
 //!
-//! [`McpServerConfig`] is the `[mcp.servers.NAME]` table of `harness.toml`, deserialized as it
-//! is (unknown keys are errors):
+//! [`McpServerConfig`] is the serde form of a server's configuration, made to be a
+//! `[mcp.servers.NAME]` table of a TOML file as it is (unknown keys are errors):
 //!
 //! ```toml
 //! [mcp.servers.fs]
