@@ -12,6 +12,8 @@ use futures_util::stream::BoxStream;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
+use harness_tags::util::error_chain;
+
 use crate::sse::{SseEvent, SseParser};
 use crate::{ModelError, ModelId, ModelStream, ProviderConfig, StreamEvent};
 
@@ -139,9 +141,10 @@ impl Endpoint {
 }
 
 /// Installs rustls' ring crypto provider for the process, once; a provider installed earlier
-/// (by the application) is kept.
+/// (by the application) is kept. The HTTP clients of the harness call it before they build a
+/// client.
 #[cfg(feature = "rustls")]
-fn install_crypto_provider() {
+pub fn install_crypto_provider() {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         // An error means a provider is already installed, which is what we need.
@@ -200,21 +203,6 @@ pub(crate) fn transport_error(provider: &str, error: &reqwest::Error) -> ModelEr
         provider: provider.to_owned(),
         message: format!("{what}{}", error_chain(error)),
     }
-}
-
-/// The error and its causes, joined with `: `.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The parts of a provider's error body that matter.

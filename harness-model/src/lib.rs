@@ -59,6 +59,8 @@ pub use catalog::{
 pub use harness_tags::{
     FinishReason, KernelMessage, ModelRequest, ModelResponse, Thinking, ToolCall, ToolSpec, Usage,
 };
+#[cfg(feature = "rustls")]
+pub use http::install_crypto_provider;
 #[cfg(feature = "openai")]
 pub use openai::OpenAiModel;
 pub use provider::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, ProviderConfig};

@@ -59,8 +59,8 @@ pub mod util;
 
 pub use compose::Compose;
 pub use context::{
-    BaseCtx, KernelState, MemoryCtx, ModelCtx, NudgeCtx, SessionView, Severity, SubagentCtx,
-    TagContext, ThreadCtx, ToolCallCtx, ToolCategory, ToolResultCtx,
+    BaseCtx, KernelState, McpCtx, McpListReason, MemoryCtx, ModelCtx, NudgeCtx, SessionView,
+    Severity, SubagentCtx, TagContext, ThreadCtx, ToolCallCtx, ToolCategory, ToolResultCtx,
 };
 pub use flow::{BoxError, FailurePolicy, Flow, IntoFlow, TagError};
 pub use handler::{
@@ -71,10 +71,11 @@ pub use harness_macros::Tag;
 pub use pattern::{IntoPattern, Pattern, PatternError};
 pub use payload::{
     DisplayToolResult, FailureReason, FinishReason, GateDecision, GateVerdict, HealingKind,
-    HealingReport, HealingStep, KernelMessage, LifecycleFailure, MemoryContext, ModelRequest,
-    ModelResponse, ObservationStep, RunEnd, RunFailure, RunOutcome, RunStart, StrategyAction,
-    StrategyEvaluation, SubagentResult, TerminateDecision, TerminateReason, Thinking, ThreadChange,
-    ToolCall, ToolSpec, Usage,
+    HealingReport, HealingStep, KernelMessage, LifecycleFailure, McpResourceInfo,
+    McpToolAnnotations, McpToolInfo, McpToolList, MemoryContext, ModelRequest, ModelResponse,
+    ObservationStep, RunEnd, RunFailure, RunOutcome, RunStart, StrategyAction, StrategyEvaluation,
+    SubagentResult, TerminateDecision, TerminateReason, Thinking, ThreadChange, ToolCall, ToolSpec,
+    Usage,
 };
 pub use pipeline::{
     BuildError, Emit, EmitError, EmitOutcome, ErrorSink, FailureKind, HandlerFailure, IntoPlugin,

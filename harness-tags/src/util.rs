@@ -1,5 +1,5 @@
-//! Small helpers every harness crate shares: the wall clock and mutex locking that ignores
-//! poisoning.
+//! Small helpers every harness crate shares: the wall clock, mutex locking that ignores
+//! poisoning, and errors printed with their causes.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -21,4 +21,25 @@ pub fn unix_ms() -> i64 {
 /// leave it half-written: the poison flag then carries no information.
 pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// An error and its causes, joined with `: ` (a cause whose text the error already contains
+/// is left out), for messages that say what went wrong all the way down.
+///
+/// ```
+/// let io = std::io::Error::other("connection reset");
+/// assert_eq!(harness_tags::util::error_chain(&io), "connection reset");
+/// ```
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -18,7 +18,7 @@ use crate::kernel::{Kernel, KernelBuildError, KernelConfig, ModelResolver};
 use crate::model::{AuthChecker, IntoModel, ModelCatalog, ModelError, ModelId};
 use crate::protocol::ErrorCode;
 use crate::store::{Store, ThreadLock};
-use crate::tool::{IntoTool, Tool};
+use crate::tool::{IntoTool, Tool, ToolSource};
 
 /// A saved setup of the agent: instructions layered over the shared agent's, a tool set, a
 /// default model, and where `submit_plan` approval leads.
@@ -137,6 +137,8 @@ pub struct AgentConfig {
     pub instructions: String,
     /// Tools shared by every mode that does not replace them.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Sources of tools (MCP servers) shared like `tools`; asked before every step.
+    pub sources: Vec<Arc<dyn ToolSource>>,
 }
 
 /// Why a harness could not be built.
@@ -337,6 +339,14 @@ impl HarnessBuilder {
     /// Adds a tool to the shared agent.
     pub fn tool(mut self, tool: impl IntoTool) -> Self {
         self.agent.tools.push(tool.into_tool());
+        self
+    }
+
+    /// Adds a source of tools to the shared agent (an MCP server, through `harness-mcp`): its
+    /// tools are offered in every mode that does not replace the agent's tools, and in forked
+    /// subagents.
+    pub fn tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.agent.sources.push(source);
         self
     }
 
@@ -727,8 +737,12 @@ impl KernelParts {
             fork_tools.extend(forked);
             own.extend(builtins.into_iter().map(|(_, tool)| tool));
             let instructions = layered(&self.agent.instructions, mode.instructions.as_deref());
-            let main = self.kernel(&mode.id, instructions.clone(), own, None)?;
-            let fork = self.kernel(&mode.id, instructions, fork_tools, None)?;
+            let sources: &[Arc<dyn ToolSource>] = match mode.tools {
+                Some(_) => &[],
+                None => &self.agent.sources,
+            };
+            let main = self.kernel(&mode.id, instructions.clone(), own, sources, None)?;
+            let fork = self.kernel(&mode.id, instructions, fork_tools, sources, None)?;
             kernels.insert(mode.id.clone(), ModeKernels { main, fork });
         }
         let mut subagent_kernels = HashMap::new();
@@ -750,6 +764,7 @@ impl KernelParts {
                 &subagent.id,
                 subagent.instructions.clone(),
                 tools,
+                &[],
                 Some(subagent.max_steps.unwrap_or(50)),
             )?;
             subagent_kernels.insert(subagent.id.clone(), kernel);
@@ -799,6 +814,7 @@ impl KernelParts {
         name: &str,
         instructions: String,
         tools: Vec<Arc<dyn Tool>>,
+        sources: &[Arc<dyn ToolSource>],
         max_steps: Option<u32>,
     ) -> Result<Kernel, BuildError> {
         let mut config = self.config.clone();
@@ -814,6 +830,9 @@ impl KernelParts {
             .model_resolver(move |id| resolver(id));
         for tool in tools {
             builder = builder.tool(tool);
+        }
+        for source in sources {
+            builder = builder.tool_source(Arc::clone(source));
         }
         builder.build().map_err(|source| BuildError::Kernel {
             mode: name.to_owned(),

@@ -310,8 +310,7 @@ impl HarnessInner {
         }
         self.kernels
             .values()
-            .find_map(|k| k.main.tools().get(tool_name))
-            .map(|t| t.tool.category())
+            .find_map(|k| k.main.tool_category(tool_name))
     }
 
     pub(crate) fn emit(&self, event: HarnessEvent) {

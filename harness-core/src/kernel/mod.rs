@@ -72,7 +72,9 @@ pub use loops::{LoopConfig, LoopSignal};
 pub use strategy::{Strategy, StrategyConfig};
 
 use crate::model::{IntoModel, Model, ModelError, ModelId, RetryPolicy};
-use crate::tool::{HarnessChannel, IntoTool, RegistryError, Tool, ToolRegistry};
+use crate::tool::{
+    HarnessChannel, IntoTool, RegistryError, Tool, ToolRegistry, ToolSource, ToolSources,
+};
 
 /// A predicate over the state after each step; `true` ends the run.
 pub type StopWhen = Arc<dyn Fn(&KernelState) -> bool + Send + Sync>;
@@ -213,6 +215,7 @@ pub struct KernelBuilder {
     resolver: Option<ModelResolver>,
     tools: ToolRegistry,
     pending_tools: Vec<Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
     pipeline: Option<Pipeline>,
     config: KernelConfig,
 }
@@ -246,6 +249,13 @@ impl KernelBuilder {
     pub fn tools(mut self, tools: ToolRegistry) -> Self {
         self.tools = tools;
         self.pending_tools.clear();
+        self
+    }
+
+    /// Adds a source of tools that can change while the kernel runs (an MCP server): it is
+    /// asked for its tools before every step, and they are offered next to the kernel's own.
+    pub fn tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
         self
     }
 
@@ -363,6 +373,7 @@ impl KernelBuilder {
                 model: self.model,
                 resolver: self.resolver,
                 tools,
+                sources: ToolSources::new(self.sources),
                 pipeline: self.pipeline.unwrap_or_default(),
                 config: self.config,
             }),
@@ -380,6 +391,7 @@ pub(crate) struct KernelInner {
     pub(crate) model: Option<Arc<dyn Model>>,
     pub(crate) resolver: Option<ModelResolver>,
     pub(crate) tools: ToolRegistry,
+    pub(crate) sources: ToolSources,
     pub(crate) pipeline: Pipeline,
     pub(crate) config: KernelConfig,
 }
@@ -406,6 +418,15 @@ impl Kernel {
     /// The kernel's tools.
     pub fn tools(&self) -> &ToolRegistry {
         &self.inner.tools
+    }
+
+    /// The permission category of a tool: one of the kernel's own, or one its tool sources
+    /// offered in the last step that asked them.
+    pub fn tool_category(&self, tool_name: &str) -> Option<ToolCategory> {
+        match self.inner.tools.get(tool_name) {
+            Some(tool) => Some(tool.tool.category()),
+            None => self.inner.sources.category(tool_name),
+        }
     }
 
     /// The kernel's pipeline.

@@ -1,5 +1,6 @@
-//! Tools: the [`Tool`] trait, the context a call runs with, typed function tools and the
-//! [`ToolRegistry`].
+//! Tools: the [`Tool`] trait, the context a call runs with, typed function tools, the
+//! [`ToolRegistry`], and [`ToolSource`]s (tools from outside the process that can change
+//! between steps, like an MCP server's).
 //!
 //! A tool declares its name, a description for the model, the JSON Schema of its input and a
 //! permission category. The kernel validates input against the schema (healing it where it
@@ -30,6 +31,7 @@
 //! ```
 
 mod channel;
+mod source;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -49,6 +51,8 @@ pub use channel::{
     ApprovalAnswer, ApprovalRequest, HarnessChannel, ShellStream, SuspendError, Suspension,
     ToolProgress,
 };
+pub(crate) use source::ToolSources;
+pub use source::{ToolSource, ToolSourceCtx};
 
 /// A tool the model can call.
 #[async_trait]
@@ -493,6 +497,25 @@ impl ToolRegistry {
     /// The tools as offered to the model, in registration order (computed at registration).
     pub fn specs(&self) -> &Arc<[ToolSpec]> {
         &self.specs
+    }
+
+    /// Adds the tools of another registry (compiled there); returns the names it skipped
+    /// because a tool of this registry has them.
+    pub(crate) fn absorb(&mut self, other: &ToolRegistry) -> Vec<String> {
+        let mut taken = Vec::new();
+        let mut specs = self.specs.to_vec();
+        for (added, spec) in other.tools.iter().zip(other.specs.iter()) {
+            let name = added.tool.name();
+            if self.by_name.contains_key(name) {
+                taken.push(name.to_owned());
+                continue;
+            }
+            self.by_name.insert(name.to_owned(), self.tools.len());
+            self.tools.push(added.clone());
+            specs.push(spec.clone());
+        }
+        self.specs = specs.into();
+        taken
     }
 
     /// A registry with only the named tools (unknown names are ignored).

@@ -63,6 +63,8 @@ based_context! {
 
 impl TagContext for ThreadCtx {}
 
+impl TagContext for McpCtx {}
+
 impl TagContext for serde_json::Value {}
 
 /// Read-only state of the kernel at the moment of an emit.
@@ -241,4 +243,27 @@ pub struct ThreadCtx {
     pub resource_id: Arc<str>,
     /// The harness's id.
     pub harness_id: Arc<str>,
+}
+
+/// Context of `mcp.*` tags, emitted outside a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpCtx {
+    /// The server's name.
+    pub server: Arc<str>,
+    /// Why the server's tools were listed.
+    pub reason: McpListReason,
+}
+
+/// Why an MCP server's tools were listed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum McpListReason {
+    /// The client connected to the server for the first time.
+    #[default]
+    Connect,
+    /// The server said its tools (or resources) changed.
+    ListChanged,
+    /// The client reconnected after the server failed or stopped.
+    Reconnect,
 }

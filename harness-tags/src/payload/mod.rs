@@ -7,6 +7,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+mod mcp;
+
+pub use mcp::{McpResourceInfo, McpToolAnnotations, McpToolInfo, McpToolList};
+
 /// A message of the conversation the kernel keeps.
 ///
 /// ```

@@ -6,12 +6,13 @@
 
 use crate::Tag;
 use crate::context::{
-    BaseCtx, MemoryCtx, ModelCtx, NudgeCtx, SubagentCtx, ThreadCtx, ToolCallCtx, ToolResultCtx,
+    BaseCtx, McpCtx, MemoryCtx, ModelCtx, NudgeCtx, SubagentCtx, ThreadCtx, ToolCallCtx,
+    ToolResultCtx,
 };
 use crate::payload::{
-    DisplayToolResult, GateVerdict, HealingReport, KernelMessage, LifecycleFailure, MemoryContext,
-    ModelRequest, ModelResponse, ObservationStep, RunEnd, RunStart, StrategyEvaluation,
-    SubagentResult, TerminateDecision, ThreadChange, ToolCall, ToolSpec,
+    DisplayToolResult, GateVerdict, HealingReport, KernelMessage, LifecycleFailure, McpToolList,
+    MemoryContext, ModelRequest, ModelResponse, ObservationStep, RunEnd, RunStart,
+    StrategyEvaluation, SubagentResult, TerminateDecision, ThreadChange, ToolCall, ToolSpec,
 };
 
 /// Emitted when the kernel assembles the system prompt for a model call.
@@ -302,3 +303,16 @@ pub struct ThreadCloned;
 #[derive(Tag)]
 #[tag(name = "thread.deleted", phase = Session, payload = ThreadChange, ctx = ThreadCtx)]
 pub struct ThreadDeleted;
+
+/// Emitted when an MCP server offered its tools: on connect, after the server said its tools
+/// or resources changed (`notifications/tools/list_changed`), and after a restart.
+///
+/// - Emitted by: the `harness-mcp` client, outside a run's phases: before a step, when the
+///   kernel asks its tool sources, or when a client is connected directly.
+/// - Result: the reshaped list is what gets registered. Remove entries to hide tools, change
+///   `name`, `description` or `category`, or trim `resources`; an entry whose `serverTool` the
+///   server did not list, or whose name is invalid or taken, is dropped and reported.
+/// - Suppress: none of the server's tools are registered.
+#[derive(Tag)]
+#[tag(name = "mcp.tools-listed", phase = Session, payload = McpToolList, ctx = McpCtx, suppressible)]
+pub struct McpToolsListed;

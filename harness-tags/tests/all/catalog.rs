@@ -58,6 +58,7 @@ fn the_standard_catalog_has_every_v1_tag_sorted_with_schemas() {
         "display.tool-result",
         "thread.cloned",
         "thread.deleted",
+        "mcp.tools-listed",
     ] {
         let tag = lookup(expected).unwrap_or_else(|| panic!("{expected} is missing"));
         assert_eq!(tag.crate_name(), "harness-tags");

@@ -116,9 +116,10 @@ impl Run<'_> {
                 Err(error) => return Decision::End(End::failed(KernelError::Model(error))),
             }
         }
+        let all = self.all_tools.as_ref().unwrap_or(&self.kernel.tools);
         self.tools = match &strategy.tools {
-            Some(names) => self.kernel.tools.subset(names.iter().map(String::as_str)),
-            None => self.kernel.tools.clone(),
+            Some(names) => all.subset(names.iter().map(String::as_str)),
+            None => all.clone(),
         };
         self.strategy = next;
         self.strategy_name = Arc::from(strategy.name.as_str());

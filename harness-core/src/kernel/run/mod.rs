@@ -31,7 +31,7 @@ use super::{
     RunResult, SessionSource,
 };
 use crate::model::Model;
-use crate::tool::{HarnessChannel, ToolRegistry};
+use crate::tool::{HarnessChannel, ToolRegistry, ToolSourceCtx};
 
 pub(crate) async fn run(kernel: &KernelInner, input: RunInput) -> RunResult {
     let started = Instant::now();
@@ -144,6 +144,10 @@ struct Run<'k> {
     tried: Vec<bool>,
     strategy_name: Arc<str>,
     tools: ToolRegistry,
+    /// The kernel's tools with its sources' tools, once a source offered any.
+    all_tools: Option<ToolRegistry>,
+    /// The generation of `all_tools` (0: none yet).
+    tools_generation: u64,
     loops: LoopDetector,
     health: RunHealth,
     iteration: u32,
@@ -194,6 +198,8 @@ impl<'k> Run<'k> {
             tried,
             strategy_name,
             tools,
+            all_tools: None,
+            tools_generation: 0,
             loops: LoopDetector::new(config.loops),
             health: RunHealth::default(),
             iteration: 0,
@@ -327,6 +333,7 @@ impl<'k> Run<'k> {
     }
 
     async fn step(&mut self) -> StepFlow {
+        self.refresh_sourced_tools().await;
         self.iteration += 1;
         apply(&mut self.state, Transition::Iteration(self.iteration));
         let response = match self.think().await {
@@ -440,6 +447,28 @@ impl<'k> Run<'k> {
             _ => {}
         }
         self.verify(text).await
+    }
+
+    /// Takes the tool sources' current tools (an MCP server's list may have changed).
+    async fn refresh_sourced_tools(&mut self) {
+        let ctx = ToolSourceCtx {
+            pipeline: &self.kernel.pipeline,
+            abort: &self.abort,
+        };
+        let Some((generation, all)) = self
+            .kernel
+            .sources
+            .changed(&self.kernel.tools, self.tools_generation, ctx)
+            .await
+        else {
+            return;
+        };
+        self.tools_generation = generation;
+        self.tools = match &self.strategies[self.strategy].tools {
+            Some(names) => all.subset(names.iter().map(String::as_str)),
+            None => all.clone(),
+        };
+        self.all_tools = Some(all);
     }
 
     async fn finish(mut self, end: End, started: Instant) -> RunResult {
