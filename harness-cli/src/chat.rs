@@ -25,7 +25,7 @@ use tokio::task::{JoinError, JoinHandle};
 use crate::answers::{parse_answer, parse_approval};
 use crate::args::{Global, ModelArgs};
 use crate::progress::Progress;
-use crate::render::{Style, View, truncate};
+use crate::render::{Style, View, strip_controls, truncate};
 use crate::setup::{Setup, ThreadChoice};
 use crate::threads::{thread_table, transcript};
 use crate::{CliError, demo_pace};
@@ -298,7 +298,10 @@ impl<'a, W: Write> Chat<'a, W> {
             Ok(Err(error)) => error.to_string(),
             Err(error) => format!("the run's task failed: {error}"),
         };
-        let line = format!("{}\n", self.style.red(&format!("✗ {problem}")));
+        let line = format!(
+            "{}\n",
+            self.style.red(&format!("✗ {}", strip_controls(&problem)))
+        );
         self.print(&line)
     }
 
@@ -409,7 +412,7 @@ impl<'a, W: Write> Chat<'a, W> {
     }
 
     fn note(&mut self, text: &str) -> Result<(), CliError> {
-        let line = format!("{}\n", self.style.yellow(text));
+        let line = format!("{}\n", self.style.yellow(&strip_controls(text)));
         self.print(&line)
     }
 
@@ -453,7 +456,11 @@ impl<'a, W: Write> Chat<'a, W> {
                 self.print(&text)?;
             }
             Err(error) => {
-                let line = format!("{}\n", self.style.red(&format!("✗ {error}")));
+                let error = error.to_string();
+                let line = format!(
+                    "{}\n",
+                    self.style.red(&format!("✗ {}", strip_controls(&error)))
+                );
                 self.print(&line)?;
             }
         }

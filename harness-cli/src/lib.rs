@@ -136,7 +136,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             let style = render::Style::for_stderr();
-            eprintln!("{} {error}", style.red("harness: error:"));
+            // A server's or a model's words can be part of the message.
+            let message = render::strip_controls(&error.to_string()).into_owned();
+            eprintln!("{} {message}", style.red("harness: error:"));
             ExitCode::from(error.exit_code())
         }
     }
