@@ -28,6 +28,7 @@ pub const ABORTED: u8 = 130;
 pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode, CliError> {
     let person = !args.json && std::io::stdout().is_terminal();
     let setup = Setup::open(global, &args.model, demo_pace(person)).await?;
+    setup.print_notice();
     let result = drive(&setup, &args).await;
     setup.harness.destroy().await;
     result

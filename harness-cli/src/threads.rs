@@ -16,6 +16,7 @@ use crate::setup::Setup;
 /// Runs a `threads` subcommand.
 pub async fn threads(global: &Global, command: ThreadsCommand) -> Result<ExitCode, CliError> {
     let setup = Setup::open(global, &ModelArgs::default(), Duration::ZERO).await?;
+    setup.print_notice();
     let harness = &setup.harness;
     let style = Style::for_stdout();
     let result = async {

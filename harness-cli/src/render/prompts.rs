@@ -79,15 +79,7 @@ pub fn render_tasks(tasks: &[TaskItem], style: Style) -> String {
 pub fn render_approval(pending: &PendingApproval, interactive: bool, style: Style) -> String {
     let category = pending
         .category
-        .map(|c| {
-            format!(
-                " [{}]",
-                serde_json::to_value(c)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            )
-        })
+        .map(|c| format!(" [{}]", c.as_str()))
         .unwrap_or_default();
     let asks = style.bold(&format!(
         "{} wants to run:",

@@ -301,14 +301,19 @@ fn not_regular(asked: &str) -> ToolError {
     ))
 }
 
-/// Opening never waits: a pipe without a writer (or, for writing, without a reader) would
-/// block `open` until one comes.
+/// The flags that keep `open` from waiting: a pipe without a writer (or, for writing, without
+/// a reader) would block it until one comes; a terminal would become the controlling one.
+#[cfg(unix)]
+pub(crate) const NEVER_BLOCK: i32 = rustix::fs::OFlags::NONBLOCK
+    .union(rustix::fs::OFlags::NOCTTY)
+    .bits() as i32;
+
+/// Opening never waits (see [`NEVER_BLOCK`]).
 fn never_block(options: &mut OpenOptions) {
     #[cfg(unix)]
     {
         use cap_std::fs::OpenOptionsExt;
-        let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
-        options.custom_flags(flags.bits() as i32);
+        options.custom_flags(NEVER_BLOCK);
     }
     #[cfg(not(unix))]
     let _ = options;
