@@ -218,11 +218,14 @@ struct Live {
 
 impl Live {
     /// Streams a chunk to the UI while the call is under [`MAX_LIVE`].
-    fn send(&self, ctx: &ToolContext, stream: ShellStream, text: String) {
+    fn send(&self, ctx: &ToolContext, stream: ShellStream, chunk: &[u8]) {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.sent.fetch_add(text.len(), Relaxed) < MAX_LIVE {
+        if chunk.is_empty() {
+            return;
+        }
+        if self.sent.fetch_add(chunk.len(), Relaxed) < MAX_LIVE {
             ctx.progress(ToolProgress::Shell {
-                output: text,
+                output: String::from_utf8_lossy(chunk).into_owned(),
                 stream,
             });
         } else if !self.stopped.swap(true, Relaxed) {
@@ -261,20 +264,12 @@ async fn pump(
         let filled = pending + read;
         kept.push(&buffer[pending..filled]);
         let whole = complete_prefix(&buffer[..filled]);
-        live.send(
-            ctx,
-            stream,
-            String::from_utf8_lossy(&buffer[..whole]).into_owned(),
-        );
+        live.send(ctx, stream, &buffer[..whole]);
         buffer.copy_within(whole..filled, 0);
         pending = filled - whole;
     }
     if pending > 0 {
-        live.send(
-            ctx,
-            stream,
-            String::from_utf8_lossy(&buffer[..pending]).into_owned(),
-        );
+        live.send(ctx, stream, &buffer[..pending]);
     }
 }
 
