@@ -704,3 +704,32 @@ async fn yolo_an_outside_workspace_and_no_redaction_need_trust() {
         "trusted: redaction is off"
     );
 }
+
+/// What the project file names is shown to the user with its escape sequences visible, and
+/// trust commands explain a wrong path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notices_show_what_the_project_file_names_without_obeying_it() {
+    let checkout = Checkout::new(
+        "[providers.\"evil\\u001b]0;pwned\"]\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         api_key_env = \"X\"\n",
+    );
+    let out = checkout.harness(&["run", "Refund order 1042"], &[]).await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(!out.stderr.contains('\u{1b}'), "{:?}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("providers.evil\\u{1b}]0;pwned.api_key_env"),
+        "{}",
+        out.stderr
+    );
+    let out = checkout.harness(&["trust", "no/such/dir"], &[]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("cannot find the folder `no/such/dir`"),
+        "{}",
+        out.stderr
+    );
+    let out = checkout.harness(&["trust", "harness.toml"], &[]).await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("is not a folder"), "{}", out.stderr);
+}
