@@ -17,10 +17,12 @@ Examples:
   harness resume                                 continue the latest thread
   harness tags --json                            the tag catalog as JSON
   echo 'mail bob@example.com' | harness redact   PII and secrets redacted
+  harness trust                                  let this folder's harness.toml widen what runs
 
-Models come from --model, harness.toml, the user's config.toml or the first key found in the environment
-(ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, GEMINI_API_KEY, GROQ_API_KEY,
-DEEPSEEK_API_KEY); with none of them and no --base-url, the offline demo model runs.
+Models come from --model, harness.toml, your config.toml or the first key found in the
+environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, GEMINI_API_KEY,
+GROQ_API_KEY, DEEPSEEK_API_KEY); with none of them and no --base-url, the offline demo model
+runs.
 Threads live in .harness/harness.db. Set NO_COLOR to turn colour off.
 
 A project's harness.toml may only widen what runs or where keys go (provider URLs and key
