@@ -17,11 +17,19 @@ Examples:
   harness resume                                 continue the latest thread
   harness tags --json                            the tag catalog as JSON
   echo 'mail bob@example.com' | harness redact   PII and secrets redacted
+  harness trust                                  let this folder's harness.toml widen what runs
 
-Models come from --model, harness.toml or the first key found in the environment
-(ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, GEMINI_API_KEY, GROQ_API_KEY,
-DEEPSEEK_API_KEY); with none of them and no --base-url, the offline demo model runs.
-Threads live in .harness/harness.db. Set NO_COLOR to turn colour off.";
+Models come from --model, harness.toml, your config.toml or the first key found in the
+environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, GEMINI_API_KEY,
+GROQ_API_KEY, DEEPSEEK_API_KEY); with none of them and no --base-url, the offline demo model
+runs.
+Threads live in .harness/harness.db. Set NO_COLOR to turn colour off.
+
+A project's harness.toml may only widen what runs or where keys go (provider URLs and key
+variables, yolo, allow rules, a workspace outside it, less redaction) once you trust its
+folder with `harness trust`; until then those settings are ignored, and a line says which.
+Your own settings go in config.toml in $HARNESS_CONFIG_DIR, $XDG_CONFIG_HOME/harness or
+~/.config/harness, where `harness trust` also keeps its list.";
 
 /// `harness`: the command line.
 #[derive(Debug, Parser)]
@@ -67,6 +75,12 @@ pub enum Command {
     /// Redact PII and secrets from standard input.
     #[command(after_help = REDACT_HELP)]
     Redact(RedactArgs),
+    /// Trust a project folder: its harness.toml may then widen what runs and where keys go.
+    #[command(after_help = TRUST_HELP)]
+    Trust(TrustArgs),
+    /// Mark a project folder untrusted: its harness.toml may not widen anything.
+    #[command(after_help = UNTRUST_HELP)]
+    Untrust(UntrustArgs),
 }
 
 const RUN_HELP: &str = "\
@@ -113,6 +127,26 @@ Examples:
 
 With --json: {\"findings\": [{\"entity_type\", \"start\", \"end\", \"score\"}], \"text\"},
 offsets in bytes of the input.";
+
+const TRUST_HELP: &str = "\
+Examples:
+  harness trust                 trust the current folder (and those beneath it)
+  harness trust ~/src/app       trust another folder
+  harness trust --list          every folder trusted or untrusted
+
+Until its folder is trusted, a project's harness.toml cannot set: providers' base_url (for
+providers that send a key) and api_key_env, permissions.yolo, allow rules, a workspace or
+database outside the folder, and [redaction] keys other than custom and deny. Trust a folder
+only if you trust its contents. The list is trust.toml in your configuration directory
+($HARNESS_CONFIG_DIR, else $XDG_CONFIG_HOME/harness, else ~/.config/harness).";
+
+const UNTRUST_HELP: &str = "\
+Examples:
+  harness untrust               the current folder
+  harness untrust ~/src/app/vendor/lib
+
+An untrusted folder inside a trusted one is untrusted: the nearest decision wins. `harness
+chat` does not ask about an untrusted folder again.";
 
 /// How the model is chosen and where tools work.
 #[derive(Debug, Default, Args)]
@@ -219,6 +253,25 @@ pub struct TagsArgs {
     /// Print the catalog as JSON, with payload and context schemas
     #[arg(long)]
     pub json: bool,
+}
+
+/// `harness trust`.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// The folder [default: the current directory]
+    #[arg(value_name = "PATH", conflicts_with = "list")]
+    pub path: Option<PathBuf>,
+    /// List every decision instead
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// `harness untrust`.
+#[derive(Debug, Args)]
+pub struct UntrustArgs {
+    /// The folder [default: the current directory]
+    #[arg(value_name = "PATH")]
+    pub path: Option<PathBuf>,
 }
 
 /// `harness redact`.

@@ -1,12 +1,15 @@
-//! `harness tags` and `harness redact`.
+//! `harness tags`, `harness redact`, `harness trust` and `harness untrust`.
 
 use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use harness_tags::TagDescriptor;
 
 use crate::CliError;
-use crate::render::truncate;
+use crate::args::{TrustArgs, UntrustArgs};
+use crate::config::{DEFAULT_FILE, Settings, TrustLevel, TrustList, user_config_dir};
+use crate::render::{show_controls, truncate};
 
 /// The catalog as a text table: name, phase, payload, suppressible and the first sentence of
 /// the description.
@@ -92,6 +95,93 @@ pub fn redact(json: bool) -> Result<ExitCode, CliError> {
     })?;
     write_stdout(&redact_text(&text, json)?)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `harness trust [PATH] [--list]`.
+pub fn trust(args: TrustArgs) -> Result<ExitCode, CliError> {
+    let dir = config_dir()?;
+    if args.list {
+        write_stdout(&trust_listing(&TrustList::load(&dir)?))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let folder = folder(args.path.as_deref())?;
+    // What its harness.toml sets that trust lets through (nothing to say if it has errors).
+    let file = folder.join(DEFAULT_FILE);
+    let widened = Settings::load_from(Some(&file), None)
+        .map(|settings| settings.trust().ignored.clone())
+        .unwrap_or_default();
+    record(&dir, &folder, TrustLevel::Trusted)?;
+    let mut text = format!("trusted {} and the folders beneath it\n", folder.display());
+    if !widened.is_empty() {
+        text.push_str(&format!(
+            "its {DEFAULT_FILE} now applies in full, including: {}\n",
+            show_controls(&widened.join(", "))
+        ));
+    }
+    write_stdout(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `harness untrust [PATH]`.
+pub fn untrust(args: UntrustArgs) -> Result<ExitCode, CliError> {
+    let dir = config_dir()?;
+    let folder = folder(args.path.as_deref())?;
+    record(&dir, &folder, TrustLevel::Untrusted)?;
+    write_stdout(&format!(
+        "untrusted {}: its {DEFAULT_FILE} may not widen what runs or where keys go\n",
+        folder.display()
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Records a decision in the trust list of `dir`.
+pub fn record(dir: &Path, folder: &Path, level: TrustLevel) -> Result<(), CliError> {
+    let mut list = TrustList::load(dir)?;
+    list.set(folder.to_path_buf(), level);
+    Ok(list.save()?)
+}
+
+/// The decisions, one a line, and where they are kept.
+pub fn trust_listing(list: &TrustList) -> String {
+    let mut out = String::new();
+    for (folder, level) in list.entries() {
+        let level = match level {
+            TrustLevel::Trusted => "trusted  ",
+            TrustLevel::Untrusted => "untrusted",
+        };
+        out.push_str(&format!("{level}  {}\n", folder.display()));
+    }
+    if out.is_empty() {
+        out.push_str("No folder is trusted or untrusted yet; `harness trust [PATH]` trusts one.\n");
+    }
+    out.push_str(&format!("(kept in {})\n", list.file().display()));
+    out
+}
+
+fn config_dir() -> Result<PathBuf, CliError> {
+    user_config_dir(&|var| std::env::var_os(var)).ok_or_else(|| {
+        CliError::Usage(
+            "there is no configuration directory to keep the trust list in: set HOME, \
+             XDG_CONFIG_HOME or HARNESS_CONFIG_DIR"
+                .to_owned(),
+        )
+    })
+}
+
+/// The folder a trust command names (default: the current directory), canonical.
+fn folder(path: Option<&Path>) -> Result<PathBuf, CliError> {
+    let path = path.unwrap_or(Path::new("."));
+    let folder = path.canonicalize().map_err(|source| CliError::Io {
+        what: format!("cannot find the folder `{}`", path.display()),
+        source,
+    })?;
+    if !folder.is_dir() {
+        return Err(CliError::Usage(format!(
+            "`{}` is not a folder; trust the folder that holds its {DEFAULT_FILE}",
+            path.display()
+        )));
+    }
+    Ok(folder)
 }
 
 /// Writes to standard output; a closed pipe is not an error worth a message.

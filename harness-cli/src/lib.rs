@@ -8,20 +8,23 @@
 //! harness threads list                   # what ran here before; `harness resume ID`
 //! harness tags --json                    # the tag catalog
 //! harness redact < output.txt            # PII and secrets redacted
+//! harness trust                          # let this folder's harness.toml widen what runs
 //! ```
 //!
 //! The library holds what the binary is made of, so that it can be tested and reused:
 //!
 //! - [`args`]: the command line (clap).
-//! - [`config`]: `harness.toml` (modes, models, providers, permissions, redaction), with
-//!   errors that name the file and line.
+//! - [`config`]: `harness.toml` (modes, models, providers, permissions, redaction), layered
+//!   over the user's `config.toml`, with errors that name the file and line; which project
+//!   folders are trusted, and what an untrusted one may not set.
 //! - [`setup`]: choosing the model and building the [`Harness`](harness_core::harness::Harness)
 //!   with its store, tools and plugins.
 //! - [`workspace`]: the file and shell tools, confined to a directory.
 //! - [`demo`]: the offline demo model and its tools.
 //! - [`render`] and [`answers`]: what a terminal shows of the display state, and how typed
 //!   answers become approvals and tool answers.
-//! - [`run`], [`chat`], [`threads`] and [`commands`]: the commands.
+//! - [`run`], [`chat`], [`threads`] and [`commands`]: the commands (`trust` and `untrust`
+//!   are in [`commands`]).
 //! - [`progress`]: the spinner on standard error.
 
 pub mod answers;
@@ -128,6 +131,8 @@ pub fn main_with(cli: Cli) -> ExitCode {
             Command::Threads(command) => threads::threads(&cli.global, command).await,
             Command::Tags(args) => commands::tags(args.json),
             Command::Redact(args) => commands::redact(args.json),
+            Command::Trust(args) => commands::trust(args),
+            Command::Untrust(args) => commands::untrust(args),
         }
     });
     // Tool processes and stdin readers must not keep the process alive.
@@ -136,7 +141,9 @@ pub fn main_with(cli: Cli) -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             let style = render::Style::for_stderr();
-            eprintln!("{} {error}", style.red("harness: error:"));
+            // A server's or a model's words can be part of the message.
+            let message = render::strip_controls(&error.to_string()).into_owned();
+            eprintln!("{} {message}", style.red("harness: error:"));
             ExitCode::from(error.exit_code())
         }
     }

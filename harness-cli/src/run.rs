@@ -17,7 +17,7 @@ use crate::answers::{headless_answer, headless_approval};
 use crate::args::{Global, RunArgs};
 use crate::commands::write_stdout;
 use crate::progress::Progress;
-use crate::render::{Style, View, truncate};
+use crate::render::{Style, View, strip_controls, truncate};
 use crate::setup::{Setup, ThreadChoice};
 use crate::{CliError, demo_pace};
 
@@ -28,6 +28,7 @@ pub const ABORTED: u8 = 130;
 pub async fn run(global: &Global, args: RunArgs) -> Result<ExitCode, CliError> {
     let person = !args.json && std::io::stdout().is_terminal();
     let setup = Setup::open(global, &args.model, demo_pace(person)).await?;
+    setup.print_notice();
     let result = drive(&setup, &args).await;
     setup.harness.destroy().await;
     result
@@ -133,8 +134,10 @@ impl Printer {
                     serde_json::Value::String(text) => text.clone(),
                     other => other.to_string(),
                 };
-                self.style
-                    .yellow(&format!("  → answered: {}", truncate(&shown, 120)))
+                self.style.yellow(&format!(
+                    "  → answered: {}",
+                    truncate(&strip_controls(&shown), 120)
+                ))
             }
             _ => return Ok(()),
         };
@@ -225,7 +228,7 @@ fn exit_code(summary: &RunSummary, json: bool) -> ExitCode {
         RunOutcome::Aborted => ExitCode::from(ABORTED),
         RunOutcome::MaxSteps | RunOutcome::Error => {
             if json && let Some(error) = &summary.error {
-                eprintln!("harness: the run failed: {error}");
+                eprintln!("harness: the run failed: {}", strip_controls(error));
             }
             if summary.outcome == RunOutcome::MaxSteps {
                 eprintln!("harness: the run reached its step limit before finishing");

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::CliError;
 use crate::args::{Global, ModelArgs};
-use crate::config::{Config, ConfigError, Protocol};
+use crate::config::{ConfigError, Protocol, Settings};
 use crate::demo::{self, DEMO_MODEL, DemoModel};
 use crate::workspace::Workspace;
 
@@ -109,7 +109,7 @@ impl ModelChoice {
 /// the environment (`env` reads a variable), else the demo.
 pub fn choose_model(
     flags: &ModelArgs,
-    config: &Config,
+    settings: &Settings,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ModelChoice, CliError> {
     if let Some(model) = &flags.model {
@@ -128,9 +128,7 @@ pub fn choose_model(
             .map_err(|e| CliError::Usage(e.to_string()))?;
         return Ok(ModelChoice::Flag(id));
     }
-    if let Some(model) = &config.model {
-        let id = ModelId::new(model.get_ref())
-            .map_err(|e| CliError::Config(config.error(model.span(), e.to_string())))?;
+    if let Some(id) = settings.model()? {
         return Ok(ModelChoice::Config(id));
     }
     for (var, model) in KEYED_DEFAULTS {
@@ -147,19 +145,20 @@ pub fn choose_model(
         .map_err(|e| CliError::Usage(e.to_string()))
 }
 
-/// The catalog: the built-in providers, those of `harness.toml`, and `--base-url`'s.
+/// The catalog: the built-in providers, those of the user's configuration and
+/// `harness.toml` (what trust let it set), and `--base-url`'s.
 pub fn model_catalog(
     flags: &ModelArgs,
-    config: &Config,
+    settings: &Settings,
     choice: &ModelChoice,
 ) -> Result<ModelCatalog, CliError> {
     let mut catalog = ModelCatalog::new();
-    for (id, provider) in &config.providers {
+    for (id, provider, config) in settings.providers() {
         let known = catalog.providers().iter().find(|p| p.id == *id).cloned();
         let mut entry = match (known, &provider.base_url) {
             (Some(entry), _) => entry,
             (None, Some(url)) => ProviderEntry::new(
-                id.clone(),
+                id,
                 match provider.protocol {
                     Protocol::OpenAi => ProviderKind::OpenAi,
                     Protocol::Anthropic => ProviderKind::Anthropic,
@@ -222,6 +221,9 @@ pub struct Setup {
     pub db: PathBuf,
     /// The workspace the tools work in.
     pub workspace: Workspace,
+    /// The project settings that were ignored because its folder is not trusted, as one line
+    /// to show the user (see [`Settings::notice`]).
+    pub notice: Option<String>,
     resolver: Resolver,
     mode: Option<String>,
 }
@@ -253,9 +255,19 @@ impl Setup {
         flags: &ModelArgs,
         pace: Duration,
     ) -> Result<Setup, CliError> {
-        let config = Config::load(global.config.as_deref())?;
-        let choice = choose_model(flags, &config, &|var| std::env::var(var).ok())?;
-        let catalog = Arc::new(model_catalog(flags, &config, &choice)?);
+        let settings = Settings::load(global.config.as_deref())?;
+        Setup::open_with(settings, global, flags, pace).await
+    }
+
+    /// Like [`Setup::open`], with the settings already loaded.
+    pub async fn open_with(
+        settings: Settings,
+        global: &Global,
+        flags: &ModelArgs,
+        pace: Duration,
+    ) -> Result<Setup, CliError> {
+        let choice = choose_model(flags, &settings, &|var| std::env::var(var).ok())?;
+        let catalog = Arc::new(model_catalog(flags, &settings, &choice)?);
         let resolver: Resolver = Arc::new(move |id: &ModelId| {
             if id.provider() == "demo" {
                 Ok(Arc::new(DemoModel::new(id.clone(), pace)) as Arc<dyn Model>)
@@ -269,13 +281,13 @@ impl Setup {
         let root = flags
             .workspace
             .clone()
-            .or_else(|| config.workspace.as_deref().map(|p| config.path(p)))
+            .or_else(|| settings.workspace())
             .unwrap_or_else(|| PathBuf::from("."));
         let workspace = Workspace::new(&root)?;
         let db = global
             .db
             .clone()
-            .or_else(|| config.database.as_deref().map(|p| config.path(p)))
+            .or_else(|| settings.database())
             .unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         let store = open_store(&db)?;
 
@@ -283,18 +295,14 @@ impl Setup {
         if choice.is_demo() {
             tools.extend(demo::tools());
         }
-        let (permissions, yolo) = config.permissions()?;
+        let (permissions, yolo) = settings.permissions()?;
         let mut builder = Harness::builder("harness-cli")
-            .resource_id(
-                config
-                    .resource
-                    .clone()
-                    .unwrap_or_else(|| "default".to_owned()),
-            )
+            .resource_id(settings.resource().unwrap_or("default"))
             .sqlite(store)
-            .instructions(config.instructions.clone().unwrap_or_else(|| {
-                INSTRUCTIONS.replace("{root}", &workspace.root().display().to_string())
-            }))
+            .instructions(settings.instructions().map_or_else(
+                || INSTRUCTIONS.replace("{root}", &workspace.root().display().to_string()),
+                str::to_owned,
+            ))
             .default_model(choice.model().to_string())
             .model_resolver({
                 let resolver = Arc::clone(&resolver);
@@ -310,16 +318,16 @@ impl Setup {
         for tool in &tools {
             builder = builder.tool(Arc::clone(tool));
         }
-        for mode in modes(&config, &tools)? {
+        for mode in modes(&settings, &tools)? {
             builder = builder.mode(mode);
         }
-        if let Some(mode) = &config.default_mode {
-            builder = builder.default_mode(mode.get_ref().clone());
+        if let Some(mode) = settings.default_mode() {
+            builder = builder.default_mode(mode);
         }
-        if let Some(redaction) = config.redaction()? {
+        if let Some(redaction) = settings.redaction()? {
             builder = builder.plugin(redaction);
         }
-        if let Some(memory) = config.memory()? {
+        if let Some(memory) = settings.memory()? {
             builder = builder.plugin(memory);
         }
         if yolo {
@@ -334,9 +342,20 @@ impl Setup {
             choice,
             db,
             workspace,
+            notice: settings.notice(),
             resolver,
             mode: flags.mode.clone(),
         })
+    }
+
+    /// Prints [`Setup::notice`] on standard error, if there is one.
+    pub fn print_notice(&self) {
+        if let Some(notice) = &self.notice {
+            // Key names come from the project file: shown, never obeyed.
+            let style = crate::render::Style::for_stderr();
+            let notice = crate::render::show_controls(notice);
+            eprintln!("{} {notice}", style.yellow("harness: note:"));
+        }
     }
 
     /// Builds a model, to check that it can be used (its provider is known and keyed).
@@ -391,7 +410,8 @@ pub fn open_store(path: &Path) -> Result<SqliteStore, CliError> {
 
 /// The modes of the configuration, or `build` (the default) and `plan` (read-only tools,
 /// transitions to `build`).
-fn modes(config: &Config, tools: &[Arc<dyn Tool>]) -> Result<Vec<Mode>, CliError> {
+fn modes(settings: &Settings, tools: &[Arc<dyn Tool>]) -> Result<Vec<Mode>, CliError> {
+    let (configured, config) = settings.modes();
     let pick = |names: &[String]| -> Result<Vec<Arc<dyn Tool>>, String> {
         names
             .iter()
@@ -411,7 +431,7 @@ fn modes(config: &Config, tools: &[Arc<dyn Tool>]) -> Result<Vec<Mode>, CliError
             })
             .collect()
     };
-    if config.modes.is_empty() {
+    if configured.is_empty() {
         let read_only: Vec<String> = ["read_file", "list_dir", "grep", "lookup_order"]
             .iter()
             .filter(|name| tools.iter().any(|t| t.name() == **name))
@@ -432,7 +452,7 @@ fn modes(config: &Config, tools: &[Arc<dyn Tool>]) -> Result<Vec<Mode>, CliError
         ]);
     }
     let mut modes = Vec::new();
-    for entry in &config.modes {
+    for entry in configured {
         let mut mode = Mode::new(entry.id.get_ref().clone());
         if let Some(name) = &entry.name {
             mode = mode.name(name.clone());
@@ -468,9 +488,16 @@ mod tests {
     use std::path::Path;
 
     use super::*;
+    use crate::config::Config;
+
+    /// A project file in the current directory, which no one trusted.
+    fn project(text: &str) -> Settings {
+        let config = Config::parse(text, "harness.toml", Path::new("")).unwrap();
+        Settings::layered(Config::default(), config, None, None).unwrap()
+    }
 
     fn choose(flags: ModelArgs, config: &str, env: &[(&str, &str)]) -> ModelChoice {
-        let config = Config::parse(config, "harness.toml", Path::new("")).unwrap();
+        let config = project(config);
         let env: HashMap<String, String> = env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -540,7 +567,7 @@ mod tests {
             base_url: Some("http://127.0.0.1:9/v1".into()),
             ..ModelArgs::default()
         };
-        let config = Config::default();
+        let config = Settings::default();
         let choice = choose_model(&flags, &config, &|_| None).unwrap();
         assert_eq!(choice, ModelChoice::Flag(id("local/default")));
         let catalog = model_catalog(&flags, &config, &choice).unwrap();
@@ -570,13 +597,10 @@ mod tests {
 
     #[test]
     fn configured_providers_join_the_catalog() {
-        let config = Config::parse(
+        let config = project(
             "[providers.vllm]\nbase_url = \"http://127.0.0.1:8000/v1\"\nmodels = [\"qwen\"]\n\
              [providers.ollama]\nbase_url = \"http://gpu:11434/v1\"\n",
-            "harness.toml",
-            Path::new(""),
-        )
-        .unwrap();
+        );
         let choice = ModelChoice::Config(id("vllm/qwen"));
         let catalog = model_catalog(&ModelArgs::default(), &config, &choice).unwrap();
         assert!(catalog.resolve_model("vllm/qwen").is_ok());
@@ -587,12 +611,7 @@ mod tests {
             .unwrap();
         assert_eq!(ollama.config.base_url, "http://gpu:11434/v1");
 
-        let config = Config::parse(
-            "[providers.nowhere]\nmodels = []\n",
-            "harness.toml",
-            Path::new(""),
-        )
-        .unwrap();
+        let config = project("[providers.nowhere]\nmodels = []\n");
         let error = model_catalog(&ModelArgs::default(), &config, &choice).unwrap_err();
         assert!(error.to_string().contains("needs a `base_url`"), "{error}");
     }

@@ -10,12 +10,13 @@ use serde_json::{Value, json};
 use crate::CliError;
 use crate::args::{Global, ModelArgs, ThreadsCommand};
 use crate::commands::write_stdout;
-use crate::render::{Style, call_summary, truncate};
+use crate::render::{Style, call_summary, strip_controls, truncate};
 use crate::setup::Setup;
 
 /// Runs a `threads` subcommand.
 pub async fn threads(global: &Global, command: ThreadsCommand) -> Result<ExitCode, CliError> {
     let setup = Setup::open(global, &ModelArgs::default(), Duration::ZERO).await?;
+    setup.print_notice();
     let harness = &setup.harness;
     let style = Style::for_stdout();
     let result = async {
@@ -119,7 +120,7 @@ pub fn thread_table(rows: &[(&ThreadRecord, usize)], style: Style) -> String {
             utc(thread.updated_at),
             mode_of(thread).unwrap_or("-"),
             count,
-            thread.title.as_deref().unwrap_or("(untitled)")
+            strip_controls(thread.title.as_deref().unwrap_or("(untitled)"))
         ));
     }
     out
@@ -129,7 +130,9 @@ pub fn thread_table(rows: &[(&ThreadRecord, usize)], style: Style) -> String {
 pub fn transcript(thread: &ThreadRecord, messages: &[StoredMessage], style: Style) -> String {
     let mut out = format!(
         "{}\n{}\n",
-        style.bold(thread.title.as_deref().unwrap_or("(untitled)")),
+        style.bold(&strip_controls(
+            thread.title.as_deref().unwrap_or("(untitled)")
+        )),
         style.dim(&format!(
             "thread {} · created {} UTC · {} messages",
             thread.id,
@@ -140,10 +143,11 @@ pub fn transcript(thread: &ThreadRecord, messages: &[StoredMessage], style: Styl
     for stored in messages {
         match &stored.message {
             KernelMessage::User { content } => {
+                let content = strip_controls(content);
                 out.push_str(&format!("\n{} {content}\n", style.cyan("you:")));
             }
             KernelMessage::System { content } => {
-                out.push_str(&style.dim(&format!("system: {content}")));
+                out.push_str(&style.dim(&format!("system: {}", strip_controls(content))));
                 out.push('\n');
             }
             KernelMessage::Assistant {
@@ -152,12 +156,13 @@ pub fn transcript(thread: &ThreadRecord, messages: &[StoredMessage], style: Styl
                 ..
             } => {
                 if !content.is_empty() {
+                    let content = strip_controls(content);
                     out.push_str(&format!("\n{} {content}\n", style.green("agent:")));
                 }
                 for call in tool_calls.iter().filter(|c| !is_task_tool(&c.name)) {
                     out.push_str(&format!(
                         "{} {}\n",
-                        style.bold(&format!("• {}", call.name)),
+                        style.bold(&format!("• {}", strip_controls(&call.name))),
                         call_summary(&call.name, &call.arguments)
                     ));
                 }
@@ -169,8 +174,9 @@ pub fn transcript(thread: &ThreadRecord, messages: &[StoredMessage], style: Styl
                 is_error,
                 ..
             } => {
+                let content = strip_controls(content);
                 let first = truncate(content.lines().next().unwrap_or(""), 100);
-                let line = format!("  ↳ {tool_name}: {first}");
+                let line = format!("  ↳ {}: {first}", strip_controls(tool_name));
                 out.push_str(&if *is_error {
                     style.red(&line)
                 } else {

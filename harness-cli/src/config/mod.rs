@@ -1,7 +1,15 @@
-//! `harness.toml`: the project's modes, models, providers, permissions, redaction and memory.
+//! `harness.toml`: the project's modes, models, providers, permissions, redaction and memory;
+//! the user's own `config.toml` with the same keys; and which project folders are trusted.
+//!
+//! Settings come in two layers ([`Settings`]): the user's `config.toml` in the user's
+//! configuration directory ([`user_config_dir`]), then the project's `harness.toml` on top.
+//! What a project file may set that widens what runs or where keys go applies only once the
+//! user trusted its folder ([`trust`](Config::remove_untrusted)); otherwise it is ignored and
+//! one line says which keys and how to trust.
 //!
 //! Every key is optional; a missing file means the defaults. Relative paths are relative to
-//! the file's directory. Errors name the file, the line and the column:
+//! the file's directory. Files are read only if they are regular files of at most 1 MiB.
+//! Errors name the file, the line and the column:
 //!
 //! ```toml
 //! model = "anthropic/claude-sonnet-4-5"   # the model when no mode names one
@@ -48,19 +56,30 @@
 //! idle = "auto"                           # or "off", or { after = 600000 } (ms)
 //! ```
 
+mod layers;
+mod trust;
+
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use harness_om::{ObservationalMemory, OmConfig};
-use harness_permissions::{Permissions, Policy, Rules};
+use harness_permissions::{Policy, Rules};
 use harness_redaction::{Operator, Redaction, RedactionConfig, Target};
 use harness_tags::ToolCategory;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use layers::Settings;
+pub use trust::{
+    CONFIG_DIR_VAR, TRUST_FILE, TrustLevel, TrustList, USER_CONFIG_FILE, user_config_dir,
+};
+
 /// The file looked for in the current directory when `--config` is not given.
 pub const DEFAULT_FILE: &str = "harness.toml";
+/// The largest configuration file read.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
 /// The keys a `[redaction]` table accepts besides `enabled`.
 const REDACTION_KEYS: [&str; 10] = [
@@ -209,13 +228,18 @@ struct Source {
 
 impl Config {
     /// Reads `path`, or `./harness.toml` when `path` is `None` (no file there means the
-    /// defaults; a named file must exist).
+    /// defaults; a named file must exist). This is one file: [`Settings`] layers the user's
+    /// configuration under it and applies trust.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        let (path, required) = match path {
-            Some(path) => (path.to_path_buf(), true),
-            None => (PathBuf::from(DEFAULT_FILE), false),
-        };
-        let text = match std::fs::read_to_string(&path) {
+        match path {
+            Some(path) => Config::load_file(path, true),
+            None => Config::load_file(Path::new(DEFAULT_FILE), false),
+        }
+    }
+
+    /// Reads `path`; a missing file is the defaults unless `required`.
+    pub fn load_file(path: &Path, required: bool) -> Result<Config, ConfigError> {
+        let text = match read_config_text(path) {
             Ok(text) => text,
             Err(error) if !required && error.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Config::default());
@@ -260,11 +284,12 @@ impl Config {
 
     /// A path from the file, made relative to the file's directory.
     pub fn path(&self, path: &Path) -> PathBuf {
-        if path.is_absolute() || self.source.dir.as_os_str().is_empty() {
-            path.to_path_buf()
-        } else {
-            self.source.dir.join(path)
-        }
+        self.source.path(path)
+    }
+
+    /// The directory of the file (empty for the defaults).
+    pub fn dir(&self) -> &Path {
+        &self.source.dir
     }
 
     /// An error at a span of the file.
@@ -337,7 +362,15 @@ impl Config {
     /// The observational-memory plugin this file asks for: `None` without a `[memory]` table
     /// or with `enabled = false`.
     pub fn memory(&self) -> Result<Option<ObservationalMemory>, ConfigError> {
-        let Some(table) = &self.memory else {
+        self.memory_from(self.memory.as_ref())
+    }
+
+    /// The observational-memory plugin of a `[memory]` table (errors located in this file).
+    fn memory_from(
+        &self,
+        table: Option<&Spanned<toml::Table>>,
+    ) -> Result<Option<ObservationalMemory>, ConfigError> {
+        let Some(table) = table else {
             return Ok(None);
         };
         let Some(configured) = self.section::<OmConfig>(table, "memory")? else {
@@ -352,7 +385,15 @@ impl Config {
     /// `[redaction]` table: every built-in detector on tool results, tool errors and what UIs
     /// show of tool results (with the same `<ENTITY>` tokens the model sees).
     pub fn redaction(&self) -> Result<Option<Redaction>, ConfigError> {
-        let Some(table) = &self.redaction else {
+        self.redaction_from(self.redaction.as_ref())
+    }
+
+    /// The redaction plugin of a `[redaction]` table (errors located in this file).
+    fn redaction_from(
+        &self,
+        table: Option<&Spanned<toml::Table>>,
+    ) -> Result<Option<Redaction>, ConfigError> {
+        let Some(table) = table else {
             return Ok(Some(display_too(Redaction::default(), false)));
         };
         let Some(configured) = self.section::<RedactionConfig>(table, "redaction")? else {
@@ -396,25 +437,59 @@ impl Config {
             })
     }
 
-    /// The permission rules: the defaults (read and other allowed; edit, execute and MCP
-    /// ask), then the file's rules, then the inline ones. Returns the plugin and whether yolo
-    /// is on.
-    pub fn permissions(&self) -> Result<(Permissions, bool), ConfigError> {
-        let mut rules = default_rules();
+    /// Adds this file's permission rules to `rules`: its permissions file's, then its inline
+    /// ones. Returns whether it turns yolo on.
+    pub fn add_permissions(&self, rules: &mut Rules) -> Result<bool, ConfigError> {
         let Some(section) = &self.permissions else {
-            return Ok((Permissions::new(rules), false));
+            return Ok(false);
         };
         if let Some(file) = &section.file {
-            let loaded = Permissions::from_file(self.path(file.get_ref()))
-                .map_err(|error| self.error(file.span(), error.to_string()))?;
+            let loaded = trust::load_rules(&self.path(file.get_ref()))
+                .map_err(|error| self.error(file.span(), error))?;
             let loaded = loaded.rules().clone();
             rules.tools.extend(loaded.tools);
             rules.categories.extend(loaded.categories);
         }
         rules.tools.extend(section.tools.clone());
         rules.categories.extend(section.categories.clone());
-        Ok((Permissions::new(rules), section.yolo))
+        Ok(section.yolo)
     }
+}
+
+/// The text of a configuration file: a regular file (a pipe is refused without waiting on
+/// it) of at most [`MAX_CONFIG_BYTES`], in UTF-8. A missing file is `NotFound`.
+pub(crate) fn read_config_text(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind};
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(crate::workspace::NEVER_BLOCK);
+    }
+    let file = options.open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "it is not a regular file",
+        ));
+    }
+    let too_large = || {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("it is larger than {} KiB", MAX_CONFIG_BYTES / 1024),
+        )
+    };
+    if metadata.len() > MAX_CONFIG_BYTES {
+        return Err(too_large());
+    }
+    let mut text = String::new();
+    file.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(too_large());
+    }
+    Ok(text)
 }
 
 /// Makes UIs show tool results redacted with the model's tokens, unless the configuration
@@ -444,6 +519,14 @@ pub fn default_rules() -> Rules {
 }
 
 impl Source {
+    fn path(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() || self.dir.as_os_str().is_empty() {
+            path.to_path_buf()
+        } else {
+            self.dir.join(path)
+        }
+    }
+
     fn error(&self, span: Range<usize>, message: String) -> ConfigError {
         let (line, column) = line_column(&self.text, span.start);
         ConfigError::Invalid {
@@ -509,12 +592,10 @@ mod tests {
     fn an_empty_file_is_the_defaults() {
         let config = parse("").unwrap();
         assert!(config.model.is_none() && config.modes.is_empty());
-        let (permissions, yolo) = config.permissions().unwrap();
-        assert!(!yolo);
-        assert_eq!(
-            permissions.rules().categories[&ToolCategory::Execute],
-            Policy::Ask
-        );
+        let mut rules = default_rules();
+        assert!(!config.add_permissions(&mut rules).unwrap());
+        assert_eq!(rules, default_rules());
+        assert_eq!(rules.categories[&ToolCategory::Execute], Policy::Ask);
         assert!(config.redaction().unwrap().is_some());
     }
 
@@ -548,15 +629,12 @@ allow = ["support@example.com"]
         .unwrap();
         assert_eq!(config.modes.len(), 2);
         assert_eq!(config.providers["vllm"].protocol, Protocol::OpenAi);
-        let (permissions, yolo) = config.permissions().unwrap();
-        assert!(yolo);
-        assert_eq!(permissions.rules().tools["shell"], Policy::Deny);
+        let mut rules = default_rules();
+        assert!(config.add_permissions(&mut rules).unwrap(), "yolo");
+        assert_eq!(rules.tools["shell"], Policy::Deny);
+        assert_eq!(rules.categories[&ToolCategory::Edit], Policy::Allow);
         assert_eq!(
-            permissions.rules().categories[&ToolCategory::Edit],
-            Policy::Allow
-        );
-        assert_eq!(
-            permissions.rules().categories[&ToolCategory::Execute],
+            rules.categories[&ToolCategory::Execute],
             Policy::Ask,
             "categories not set keep the defaults"
         );
@@ -616,6 +694,96 @@ allow = ["support@example.com"]
 
         let config = parse("[redaction]\nenabled = false\n").unwrap();
         assert!(config.redaction().unwrap().is_none());
+    }
+
+    #[test]
+    fn deeply_nested_and_huge_values_fail_cleanly() {
+        for depth in [1_000, 100_000] {
+            let arrays = format!("model = {}{}\n", "[".repeat(depth), "]".repeat(depth));
+            assert!(parse(&arrays).is_err());
+            let tables = format!("x = {}{}\n", "{a = ".repeat(depth), "}".repeat(depth));
+            assert!(parse(&tables).is_err());
+            let dotted = format!("{} = 1\n", vec!["a"; depth].join("."));
+            assert!(parse(&dotted).is_err());
+        }
+        let long = format!("instructions = \"{}\"\n", "x".repeat(900_000));
+        assert_eq!(parse(&long).unwrap().instructions.unwrap().len(), 900_000);
+    }
+
+    #[test]
+    fn files_that_are_not_small_regular_text_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let large = dir.path().join("large.toml");
+        std::fs::File::create(&large)
+            .unwrap()
+            .set_len(MAX_CONFIG_BYTES + 1)
+            .unwrap();
+        let error = Config::load(Some(&large)).unwrap_err().to_string();
+        assert!(error.contains("larger than 1024 KiB"), "{error}");
+        let binary = dir.path().join("binary.toml");
+        std::fs::write(&binary, [b'a', 0xff, 0xfe]).unwrap();
+        let error = Config::load(Some(&binary)).unwrap_err().to_string();
+        assert!(error.contains("valid UTF-8"), "{error}");
+        let error = Config::load(Some(dir.path())).unwrap_err().to_string();
+        assert!(
+            error.contains("not a regular file") || error.contains("directory"),
+            "{error}"
+        );
+        #[cfg(unix)]
+        {
+            let made = std::process::Command::new("mkfifo")
+                .arg(dir.path().join("pipe.toml"))
+                .status()
+                .unwrap();
+            assert!(made.success());
+            let error = Config::load(Some(&dir.path().join("pipe.toml")))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("not a regular file"), "{error}");
+            std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.toml")).unwrap();
+            let error = Config::load(Some(&dir.path().join("zero.toml")))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("not a regular file"), "{error}");
+            // A permissions file is read the same way.
+            std::fs::write(
+                dir.path().join("harness.toml"),
+                "[permissions]\nfile = \"zero.toml\"\n",
+            )
+            .unwrap();
+            let config = Config::load(Some(&dir.path().join("harness.toml"))).unwrap();
+            let error = config
+                .add_permissions(&mut default_rules())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains("harness.toml:2:") && error.contains("not a regular file"),
+                "{error}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_parse_or_fail_cleanly(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let text = String::from_utf8_lossy(&raw);
+            if let Ok(config) = parse(&text) {
+                let _ = config.redaction();
+                let _ = config.memory();
+                let _ = config.add_permissions(&mut default_rules());
+            }
+        }
+
+        #[test]
+        fn toml_like_text_parses_or_fails_cleanly(text in "((model|workspace|yolo|default_mode|file|enabled|base_url|api_key_env|id|tools|allow|custom) = (\"[a-z/.]{0,6}\"|true|[0-9]{1,3}|\\[\\]|\\{\\})\n|\\[(permissions|redaction|memory|providers\\.x|permissions\\.tools)\\]\n|\\[\\[modes\\]\\]\n){0,8}") {
+            if let Ok(config) = parse(&text) {
+                let _ = config.redaction();
+                let _ = config.memory();
+                let _ = config.add_permissions(&mut default_rules());
+                let mut config = config;
+                let _ = config.remove_untrusted(Path::new("/nowhere"), &Config::default());
+            }
+        }
     }
 
     #[test]

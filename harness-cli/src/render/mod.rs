@@ -9,6 +9,10 @@
 //! snapshots (a message's last words and its end often share one). After missing events the
 //! view adopts the harness's snapshot ([`View::resync`]).
 //!
+//! Everything a model, a tool or a server wrote is printed through [`strip_controls`] (or, in
+//! approval prompts, [`show_controls`]), so no escape sequence or control character of theirs
+//! reaches the terminal.
+//!
 //! ```
 //! use harness_cli::render::{Style, View};
 //! use harness_core::event::HarnessEvent;
@@ -23,13 +27,19 @@
 //! assert_eq!(text, "• read_file src/main.rs\n");
 //! ```
 
+mod prompts;
+mod terminal;
+
 use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
 
-use harness_core::display::{DisplayState, PendingApproval, PendingSuspension, reduce};
+use harness_core::display::{DisplayState, reduce};
 use harness_core::event::{AgentEndReason, HarnessEvent, HarnessMessage, MessageRole};
-use harness_core::task::{TaskItem, TaskStatus};
+use harness_core::task::TaskItem;
 use serde_json::Value;
+
+pub use prompts::{render_approval, render_suspension, render_tasks};
+pub use terminal::{show_controls, strip_controls};
 
 /// The longest one-line summary of arguments or results.
 const SUMMARY: usize = 100;
@@ -293,8 +303,12 @@ impl View {
                 let how = if *forked { ", forked" } else { "" };
                 out.block(&format!(
                     "{} {}\n",
-                    style.cyan(&format!("↳ {agent_type}")),
-                    style.dim(&format!("{} ({model_id}{how})", one_line(task)))
+                    style.cyan(&format!("↳ {}", strip_controls(agent_type))),
+                    style.dim(&format!(
+                        "{} ({}{how})",
+                        one_line(&strip_controls(task)),
+                        strip_controls(model_id)
+                    ))
                 ));
             }
             HarnessEvent::SubagentEnd {
@@ -304,7 +318,8 @@ impl View {
                 ..
             } => {
                 let line = format!(
-                    "↳ {agent_type} {} in {:.1} s",
+                    "↳ {} {} in {:.1} s",
+                    strip_controls(agent_type),
                     if *is_error { "failed" } else { "done" },
                     *duration_ms as f64 / 1000.0
                 );
@@ -321,20 +336,27 @@ impl View {
                     "{}\n",
                     style.red(&format!(
                         "✗ the run failed: {}",
-                        error.as_deref().unwrap_or("unknown error")
+                        strip_controls(error.as_deref().unwrap_or("unknown error"))
                     ))
                 )),
                 AgentEndReason::Complete | AgentEndReason::Suspended => out.newline(),
             },
             HarnessEvent::Error { error, .. } => {
-                out.block(&format!("{}\n", style.red(&format!("✗ {error}"))));
+                out.block(&format!(
+                    "{}\n",
+                    style.red(&format!("✗ {}", strip_controls(error)))
+                ));
             }
-            HarnessEvent::Info { message } => out.block(&format!("{}\n", style.dim(message))),
+            HarnessEvent::Info { message } => {
+                out.block(&format!("{}\n", style.dim(&strip_controls(message))));
+            }
             HarnessEvent::ModeChanged { mode_id, .. } => {
-                out.block(&format!("{}\n", style.cyan(&format!("mode: {mode_id}"))));
+                let line = format!("mode: {}", strip_controls(mode_id));
+                out.block(&format!("{}\n", style.cyan(&line)));
             }
             HarnessEvent::ModelChanged { model_id, .. } => {
-                out.block(&format!("{}\n", style.cyan(&format!("model: {model_id}"))));
+                let line = format!("model: {}", strip_controls(model_id));
+                out.block(&format!("{}\n", style.cyan(&line)));
             }
             HarnessEvent::FollowUpQueued { count, .. } if *count > 0 => {
                 let plural = if *count == 1 { "" } else { "s" };
@@ -364,7 +386,7 @@ impl View {
             }
         };
         if let Some(new) = text.get(printed..) {
-            out.raw(new);
+            out.raw(&strip_controls(new));
         }
         self.text = Some((message.id.clone(), text.len().max(printed)));
     }
@@ -381,7 +403,9 @@ impl View {
             self.finished.insert(id.to_owned());
             return;
         }
-        let name = self.style.bold(&format!("• {}", tool.name));
+        let name = self
+            .style
+            .bold(&format!("• {}", strip_controls(&tool.name)));
         let line = match call_summary(&tool.name, &tool.args) {
             summary if summary.is_empty() => format!("{name}\n"),
             summary => format!("{name} {summary}\n"),
@@ -402,7 +426,7 @@ impl View {
         }
         self.shell.insert(id.to_owned(), tool.shell_output.len());
         out.newline();
-        let indented: String = new
+        let indented: String = strip_controls(new)
             .split_inclusive('\n')
             .map(|line| format!("  {}", self.style.dim(line.trim_end_matches('\n'))) + "\n")
             .collect();
@@ -447,11 +471,12 @@ pub fn call_summary(tool: &str, args: &Value) -> String {
         }
         (_, None) => args.to_string(),
     };
-    truncate(&one_line(&summary), SUMMARY)
+    truncate(&one_line(&strip_controls(&summary)), SUMMARY)
 }
 
 /// A tool result in one line: its first line, and how many more there are.
 pub fn result_line(result: &str, is_error: bool, style: Style) -> String {
+    let result = strip_controls(result);
     let result = result.trim();
     let lines = result.lines().count();
     let first = truncate(result.lines().next().unwrap_or(""), SUMMARY);
@@ -465,140 +490,6 @@ pub fn result_line(result: &str, is_error: bool, style: Style) -> String {
     } else {
         format!("  ↳ {}{more}\n", style.dim(&first))
     }
-}
-
-/// The task list, one line a task: `[x]` done, `[>]` in progress (in its progressive form),
-/// `[ ]` pending.
-pub fn render_tasks(tasks: &[TaskItem], style: Style) -> String {
-    if tasks.is_empty() {
-        return style.dim("Tasks: none\n");
-    }
-    let mut out = format!("{}\n", style.bold("Tasks"));
-    for task in tasks {
-        let line = match task.status {
-            TaskStatus::Completed => style.green(&format!("  [x] {}", task.content)),
-            TaskStatus::InProgress => style.yellow(&format!(
-                "  [>] {}",
-                task.active_form.as_deref().unwrap_or(&task.content)
-            )),
-            TaskStatus::Pending => format!("  [ ] {}", task.content),
-        };
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
-}
-
-/// An approval prompt: the tool, its arguments, category and reason, and (interactive) the
-/// answers.
-pub fn render_approval(pending: &PendingApproval, interactive: bool, style: Style) -> String {
-    let category = pending
-        .category
-        .map(|c| {
-            format!(
-                " [{}]",
-                serde_json::to_value(c)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            )
-        })
-        .unwrap_or_default();
-    let mut out = format!(
-        "{} {} {}{}\n",
-        style.yellow("?"),
-        style.bold(&format!("{} wants to run:", pending.tool_name)),
-        truncate(&pending.args.to_string(), 200),
-        style.dim(&category)
-    );
-    if let Some(reason) = &pending.reason {
-        out.push_str(&style.dim(&format!("  ({reason})\n")));
-    }
-    if interactive {
-        out.push_str("  allow? [y]es / [n]o / [a]lways for this tool\n");
-    }
-    out
-}
-
-/// A question, plan or access request the agent waits on, with (interactive) how to answer.
-pub fn render_suspension(pending: &PendingSuspension, interactive: bool, style: Style) -> String {
-    let payload = &pending.suspend_payload;
-    let text = |key: &str| payload.get(key).and_then(Value::as_str).unwrap_or("");
-    let mut out = String::new();
-    match pending.tool_name.as_str() {
-        "ask_user" => {
-            out.push_str(&format!(
-                "{} {}\n",
-                style.yellow("?"),
-                style.bold(text("question"))
-            ));
-            let options = payload.get("options").and_then(Value::as_array);
-            for (index, option) in options.into_iter().flatten().enumerate() {
-                let label = option.get("label").and_then(Value::as_str).unwrap_or("");
-                let detail = option
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map(|d| style.dim(&format!(" - {d}")))
-                    .unwrap_or_default();
-                out.push_str(&format!("  {}. {label}{detail}\n", index + 1));
-            }
-            if interactive {
-                let multi =
-                    payload.get("selectionMode").and_then(Value::as_str) == Some("multi_select");
-                out.push_str(match (options.is_some(), multi) {
-                    (true, true) => "  answer with numbers (e.g. 1,3) or your own words\n",
-                    (true, false) => "  answer with a number or your own words\n",
-                    (false, _) => "  type your answer\n",
-                });
-            }
-        }
-        "submit_plan" => {
-            out.push_str(&format!(
-                "{}\n",
-                style.bold(&format!("Plan: {}", text("title")))
-            ));
-            for line in text("plan").lines() {
-                out.push_str(&format!("  {line}\n"));
-            }
-            out.push_str(&format!("{} approve the plan?\n", style.yellow("?")));
-            if interactive {
-                out.push_str("  [y]es, or [n]o followed by what to change\n");
-            }
-        }
-        "request_access" => {
-            out.push_str(&format!(
-                "{} {} {}\n",
-                style.yellow("?"),
-                style.bold(&format!("grant access to {}?", text("resource"))),
-                style.dim(&format!("({})", text("reason")))
-            ));
-            if interactive {
-                out.push_str("  [y]es / [n]o\n");
-            }
-        }
-        harness_core::harness::ESCALATION => {
-            out.push_str(&format!(
-                "{} {}\n",
-                style.yellow("?"),
-                style.bold(&format!("the agent is stuck: {}", text("reason")))
-            ));
-            if interactive {
-                out.push_str("  type a hint to go on, or press Enter to stop the run\n");
-            }
-        }
-        other => {
-            out.push_str(&format!(
-                "{} {} {}\n",
-                style.yellow("?"),
-                style.bold(&format!("{other} waits for an answer:")),
-                truncate(&payload.to_string(), 200)
-            ));
-            if interactive {
-                out.push_str("  type the answer (text or JSON)\n");
-            }
-        }
-    }
-    out
 }
 
 /// The text on one line: newlines and runs of spaces become one space.
@@ -620,6 +511,7 @@ pub fn truncate(text: &str, max: usize) -> String {
 mod tests {
     use std::sync::Arc;
 
+    use harness_core::display::PendingSuspension;
     use harness_core::event::{HarnessMessage, MessagePart};
     use harness_tags::ToolCategory;
     use serde_json::json;
@@ -750,38 +642,6 @@ mod tests {
     }
 
     #[test]
-    fn the_task_list_marks_progress() {
-        let tasks = vec![
-            TaskItem {
-                id: "a".into(),
-                content: "Read".into(),
-                status: TaskStatus::Completed,
-                active_form: None,
-            },
-            TaskItem {
-                id: "b".into(),
-                content: "Write".into(),
-                status: TaskStatus::InProgress,
-                active_form: Some("Writing".into()),
-            },
-            TaskItem {
-                id: "c".into(),
-                content: "Ship".into(),
-                status: TaskStatus::Pending,
-                active_form: None,
-            },
-        ];
-        assert_eq!(
-            render_tasks(&tasks, Style::plain()),
-            "Tasks\n  [x] Read\n  [>] Writing\n  [ ] Ship\n"
-        );
-        assert_eq!(
-            render_tasks(&tasks[..1], Style::new(true)),
-            "\x1b[1mTasks\x1b[0m\n\x1b[32m  [x] Read\x1b[0m\n"
-        );
-    }
-
-    #[test]
     fn run_ends_and_errors_are_reported() {
         let mut view = View::new(Style::plain(), false);
         let text = render(
@@ -805,6 +665,52 @@ mod tests {
         assert_eq!(
             text,
             "half\n⏹ aborted\n✗ the run failed: OPENAI_API_KEY is not set\n"
+        );
+    }
+
+    #[test]
+    fn nothing_the_model_or_a_tool_writes_reaches_the_terminal_raw() {
+        let mut view = View::new(Style::plain(), true);
+        let text = render(
+            &mut view,
+            &[
+                HarnessEvent::MessageUpdate {
+                    message: message("m1", "Done.\x1b]0;"),
+                },
+                HarnessEvent::MessageEnd {
+                    message: message("m1", "Done.\x1b]0;\x1b[2J"),
+                },
+                HarnessEvent::ToolStart {
+                    tool_call_id: "c1".into(),
+                    tool_name: "shell".into(),
+                    args: json!({"command": "cat log\x1b[8m"}),
+                    category: Some(ToolCategory::Execute),
+                },
+                HarnessEvent::ShellOutput {
+                    tool_call_id: "c1".into(),
+                    output: "\x1b[31mred\x1b[0m\r\n\x07".into(),
+                    stream: harness_core::event::OutputStream::Stdout,
+                },
+                HarnessEvent::ToolEnd {
+                    tool_call_id: "c1".into(),
+                    result: "exit code: 0\x1bc".into(),
+                    is_error: false,
+                },
+                HarnessEvent::Error {
+                    error: "server said \x1b]52;c;aGk=\x07".into(),
+                    error_type: None,
+                    retryable: None,
+                    retry_delay_ms: None,
+                },
+            ],
+        );
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert_eq!(
+            text,
+            "Done.0;\n• shell `cat log`\n  red\n  ↳ exit code: 0\n✗ server said \n"
         );
     }
 
