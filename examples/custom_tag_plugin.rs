@@ -38,7 +38,7 @@ pub struct RefundNotice {
 
 /// Emitted by `issue_refund` before a refund is sent; the reshaped notice is what the
 /// customer receives, and suppressing it holds the refund for a human.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "acme.refund-notice", phase = Act, payload = RefundNotice, ctx = BaseCtx, suppressible)]
 pub struct RefundNoticeTag;
 

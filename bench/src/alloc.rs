@@ -7,7 +7,7 @@ static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// The system allocator, counting every allocation and the bytes requested.
-pub struct CountingAllocator;
+pub(crate) struct CountingAllocator;
 
 // SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
 // `GlobalAlloc` contract is `System`'s; the counters are plain atomics with no effect on memory.
@@ -41,13 +41,13 @@ unsafe impl GlobalAlloc for CountingAllocator {
 
 /// Allocations and bytes requested so far, process-wide.
 #[derive(Clone, Copy, Debug)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub allocations: u64,
     pub bytes: u64,
 }
 
 /// The counters now.
-pub fn snapshot() -> Snapshot {
+pub(crate) fn snapshot() -> Snapshot {
     Snapshot {
         allocations: ALLOCATIONS.load(Ordering::Relaxed),
         bytes: BYTES.load(Ordering::Relaxed),
@@ -56,7 +56,7 @@ pub fn snapshot() -> Snapshot {
 
 impl Snapshot {
     /// What was allocated between `self` and `later`.
-    pub fn until(self, later: Snapshot) -> Snapshot {
+    pub(crate) fn until(self, later: Snapshot) -> Snapshot {
         Snapshot {
             allocations: later.allocations - self.allocations,
             bytes: later.bytes - self.bytes,

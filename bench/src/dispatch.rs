@@ -18,12 +18,12 @@ use crate::measure::{interleaved, poll_once, round2};
 #[derive(Tag)]
 #[tag(name = "bench.counter", phase = Act, payload = u64, ctx = BaseCtx)]
 /// A benchmark tag: a counter that `on` handlers step and taps observe.
-pub struct BenchCounter;
+pub(crate) struct BenchCounter;
 
 /// A tag nobody registers for.
 #[derive(Tag)]
 #[tag(name = "bench.unobserved", phase = Act, payload = u64, ctx = BaseCtx)]
-pub struct BenchUnobserved;
+pub(crate) struct BenchUnobserved;
 
 const HANDLERS: usize = 8;
 
@@ -94,7 +94,7 @@ fn run_pipeline<T: Tag<Payload = u64, Ctx = BaseCtx>>(
     }
 }
 
-pub fn run() -> serde_json::Value {
+pub(crate) fn run() -> serde_json::Value {
     let ctx = BaseCtx::default();
     let on1 = pipeline(1, 0);
     let on8 = pipeline(HANDLERS, 0);

@@ -340,7 +340,7 @@ fn critical_flush(rounds: usize, warmup: usize) -> (f64, f64) {
     })
 }
 
-pub fn run() -> serde_json::Value {
+pub(crate) fn run() -> serde_json::Value {
     let one = hub_throughput(1, 2_000_000);
     let sixteen = hub_throughput(16, 200_000);
     let baseline = broadcast_throughput(2_000_000);

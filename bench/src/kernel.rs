@@ -45,7 +45,7 @@ fn kernel() -> Kernel {
         .unwrap_or_else(|error| panic!("the bench kernel does not build: {error}"))
 }
 
-pub fn run() -> serde_json::Value {
+pub(crate) fn run() -> serde_json::Value {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -7,7 +7,11 @@ use std::time::Instant;
 
 /// Runs each case for `iterations` per round, for `rounds` rounds interleaved so that
 /// machine noise hits every case alike, and returns each case's median ns per iteration.
-pub fn interleaved(rounds: usize, iterations: u64, cases: &mut [&mut dyn FnMut(u64)]) -> Vec<f64> {
+pub(crate) fn interleaved(
+    rounds: usize,
+    iterations: u64,
+    cases: &mut [&mut dyn FnMut(u64)],
+) -> Vec<f64> {
     let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); cases.len()];
     for case in cases.iter_mut() {
         case(iterations / 10); // warm up
@@ -23,7 +27,7 @@ pub fn interleaved(rounds: usize, iterations: u64, cases: &mut [&mut dyn FnMut(u
 }
 
 /// The median of some samples.
-pub fn median(mut samples: Vec<f64>) -> f64 {
+pub(crate) fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     let middle = samples.len() / 2;
     if samples.len().is_multiple_of(2) {
@@ -36,7 +40,7 @@ pub fn median(mut samples: Vec<f64>) -> f64 {
 /// Polls a future once with a no-op waker; `None` if it is not ready. Inlined, as `.await`
 /// inlines the poll of a ready future.
 #[inline(always)]
-pub fn poll_once<F: Future>(future: F) -> Option<F::Output> {
+pub(crate) fn poll_once<F: Future>(future: F) -> Option<F::Output> {
     let mut future = pin!(future);
     match future
         .as_mut()
@@ -48,6 +52,6 @@ pub fn poll_once<F: Future>(future: F) -> Option<F::Output> {
 }
 
 /// Rounds to two decimals for the JSON line.
-pub fn round2(value: f64) -> f64 {
+pub(crate) fn round2(value: f64) -> f64 {
     (value * 100.0).round() / 100.0
 }

@@ -56,7 +56,7 @@ fn idle_memory() -> ObservationalMemory {
     .unwrap_or_else(|error| panic!("the memory plugin does not build: {error}"))
 }
 
-pub fn run() -> serde_json::Value {
+pub(crate) fn run() -> serde_json::Value {
     let text = corpus(CORPUS_BYTES, 0x5eed);
     let counter = TokenCounter::global();
     let tokens = counter.count(&text);

@@ -131,7 +131,7 @@ fn log_line(rng: &mut Rng) -> String {
 }
 
 /// About `bytes` of mixed tool output, with PII in roughly one line in twelve.
-pub fn corpus(bytes: usize, seed: u64) -> String {
+pub(crate) fn corpus(bytes: usize, seed: u64) -> String {
     let mut rng = Rng(seed | 1);
     let mut out = String::with_capacity(bytes + 512);
     while out.len() < bytes {
@@ -152,7 +152,7 @@ pub fn corpus(bytes: usize, seed: u64) -> String {
     out
 }
 
-pub fn run() -> serde_json::Value {
+pub(crate) fn run() -> serde_json::Value {
     let redactor = Redactor::new()
         .unwrap_or_else(|error| panic!("the default redactor does not build: {error}"));
     let set = RegexSet::new(redactor.patterns())

@@ -227,7 +227,7 @@ fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
-pub fn run() -> serde_json::Value {
+pub(crate) fn run() -> serde_json::Value {
     let rounds = 3;
     let db = TempDb::new("append");
     let store = open(&db.0, Durability::Process);

@@ -188,6 +188,12 @@ pub struct Chat<'a, W: Write> {
     prompted: bool,
 }
 
+impl<'a, W: Write> std::fmt::Debug for Chat<'a, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chat").finish_non_exhaustive()
+    }
+}
+
 impl<'a, W: Write> Chat<'a, W> {
     /// A session. `eager` reads lines while the agent works (a terminal); otherwise a line is
     /// read only when the session waits for one.

@@ -18,6 +18,8 @@
 //!
 //! [`Harness`]: harness::Harness
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod builtin;
 pub mod display;
 pub mod event;

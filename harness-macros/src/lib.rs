@@ -15,6 +15,8 @@
 //! given, the struct must be a unit struct and it must carry a doc comment (the doc comment is
 //! the tag's description in the catalog).
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 use proc_macro::TokenStream;
 use proc_macro2::Span;
 use quote::quote;

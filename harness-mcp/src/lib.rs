@@ -76,6 +76,8 @@
 //! server in its own process group so that a launcher like `npx` goes down with everything it
 //! started.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod client;
 mod config;
 mod error;

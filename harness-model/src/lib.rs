@@ -26,6 +26,8 @@
 //!
 //! Model ids are `provider/name`, e.g. `openai/gpt-4o` or `anthropic/claude-sonnet-4-5`.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 #[cfg(feature = "anthropic")]
 mod anthropic;
 mod assemble;

@@ -20,6 +20,8 @@
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod display;
 mod envelope;
 mod error;

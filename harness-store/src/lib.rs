@@ -60,6 +60,8 @@
 //! # }).unwrap();
 //! ```
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;

@@ -42,6 +42,8 @@
 //! - [`layer`]: each registration as a standalone tower layer.
 //! - [`util`]: the wall clock and poison-free locking the harness crates share.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 extern crate self as harness_tags;
 
 pub mod compose;

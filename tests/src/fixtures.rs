@@ -121,6 +121,12 @@ pub struct Recorder {
     events: Arc<Mutex<Vec<Seen>>>,
 }
 
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").finish_non_exhaustive()
+    }
+}
+
 impl Recorder {
     /// What was seen so far.
     pub fn events(&self) -> Vec<Seen> {

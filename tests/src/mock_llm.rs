@@ -183,6 +183,12 @@ pub struct MockLlm {
     task: JoinHandle<()>,
 }
 
+impl std::fmt::Debug for MockLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockLlm").finish_non_exhaustive()
+    }
+}
+
 impl MockLlm {
     /// Starts a server on a free port of 127.0.0.1.
     pub async fn start() -> std::io::Result<MockLlm> {

@@ -141,6 +141,12 @@ pub struct AgentConfig {
     pub sources: Vec<Arc<dyn ToolSource>>,
 }
 
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig").finish_non_exhaustive()
+    }
+}
+
 /// Why a harness could not be built.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -233,6 +239,12 @@ pub struct HarnessBuilder {
     kernel_config: KernelConfig,
     interactive: Option<bool>,
     persist_grants: bool,
+}
+
+impl std::fmt::Debug for HarnessBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HarnessBuilder").finish_non_exhaustive()
+    }
 }
 
 impl HarnessBuilder {

@@ -220,6 +220,12 @@ pub struct KernelBuilder {
     config: KernelConfig,
 }
 
+impl std::fmt::Debug for KernelBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelBuilder").finish_non_exhaustive()
+    }
+}
+
 impl KernelBuilder {
     /// The default model (a run can override it).
     pub fn model(mut self, model: impl IntoModel) -> Self {

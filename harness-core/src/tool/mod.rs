@@ -280,6 +280,12 @@ pub struct FnTool<A, F> {
     _args: PhantomData<fn(A)>,
 }
 
+impl<A, F> std::fmt::Debug for FnTool<A, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnTool").finish_non_exhaustive()
+    }
+}
+
 /// A tool from an async function; its input schema is generated from `A` with `schemars`
 /// (doc comments on fields become descriptions the model reads).
 pub fn tool_fn<A, F, Fut, O>(

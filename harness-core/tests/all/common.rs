@@ -19,20 +19,20 @@ use tokio::sync::{Semaphore, mpsc};
 /// A model that answers `on it: <message>`, then holds the stream open until the test
 /// releases it, so that a run can be caught mid-stream. Each call reports the latest user
 /// message on `started`.
-pub struct GatedModel {
+pub(crate) struct GatedModel {
     id: ModelId,
     gate: Arc<Semaphore>,
     started: mpsc::UnboundedSender<String>,
 }
 
 /// The test's end of a [`GatedModel`].
-pub struct Gate {
+pub(crate) struct Gate {
     gate: Arc<Semaphore>,
     started: mpsc::UnboundedReceiver<String>,
 }
 
 impl GatedModel {
-    pub fn new(id: &str) -> (Arc<Self>, Gate) {
+    pub(crate) fn new(id: &str) -> (Arc<Self>, Gate) {
         let gate = Arc::new(Semaphore::new(0));
         let (started, receiver) = mpsc::unbounded_channel();
         let model = GatedModel {
@@ -52,17 +52,17 @@ impl GatedModel {
 
 impl Gate {
     /// Waits for the next model call and returns the user message it answers.
-    pub async fn next_call(&mut self) -> String {
+    pub(crate) async fn next_call(&mut self) -> String {
         self.started.recv().await.expect("the model is gone")
     }
 
     /// Lets one held stream finish.
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         self.gate.add_permits(1);
     }
 }
 
-pub fn last_user_text(request: &ModelRequest) -> String {
+pub(crate) fn last_user_text(request: &ModelRequest) -> String {
     request
         .messages
         .iter()
@@ -106,7 +106,7 @@ impl Model for GatedModel {
 }
 
 /// A builder with one `build` mode whose model is `model`.
-pub fn builder_with(model: Arc<dyn Model>) -> HarnessBuilder {
+pub(crate) fn builder_with(model: Arc<dyn Model>) -> HarnessBuilder {
     let id = model.id().to_string();
     Harness::builder("test-agent")
         .mode(Mode::new("build").default_model(id))
@@ -114,7 +114,7 @@ pub fn builder_with(model: Arc<dyn Model>) -> HarnessBuilder {
 }
 
 /// The next event on `events` that `pick` accepts, skipping the rest.
-pub async fn next_matching<T>(
+pub(crate) async fn next_matching<T>(
     events: &mut Subscription,
     mut pick: impl FnMut(&HarnessEvent) -> Option<T>,
 ) -> T {
@@ -129,7 +129,7 @@ pub async fn next_matching<T>(
 }
 
 /// Every event currently buffered on `events`, without waiting.
-pub fn drain(events: &mut Subscription) -> Vec<Arc<EventEnvelope>> {
+pub(crate) fn drain(events: &mut Subscription) -> Vec<Arc<EventEnvelope>> {
     let mut seen = Vec::new();
     while let Some(Some(delivery)) = events.next().now_or_never() {
         if let Delivery::Event(event) = delivery {
@@ -141,7 +141,7 @@ pub fn drain(events: &mut Subscription) -> Vec<Arc<EventEnvelope>> {
 
 /// Waits for the first display-state snapshot that `holds` accepts (snapshots are published
 /// just after the events they contain reach subscribers).
-pub async fn display_where(
+pub(crate) async fn display_where(
     harness: &Harness,
     holds: impl Fn(&harness_core::display::DisplayState) -> bool,
 ) -> Arc<harness_core::display::DisplayState> {

@@ -12,7 +12,7 @@ use harness_tags::KernelMessage;
 use tokio::task::JoinHandle;
 
 /// Where `.ci/install-mcp-servers` puts the third-party servers.
-pub fn servers_dir() -> PathBuf {
+pub(crate) fn servers_dir() -> PathBuf {
     match std::env::var_os("HARNESS_MCP_SERVERS") {
         Some(dir) => PathBuf::from(dir),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-servers"),
@@ -25,7 +25,7 @@ fn in_ci() -> bool {
 
 /// `path` if it exists. Otherwise, outside CI, a notice on stderr and `None` (the test then
 /// passes without running); in CI (`CI` set) a failure, because CI must prove these tests.
-pub fn installed(path: PathBuf, what: &str) -> Option<PathBuf> {
+pub(crate) fn installed(path: PathBuf, what: &str) -> Option<PathBuf> {
     if path.exists() {
         return Some(path);
     }
@@ -39,7 +39,7 @@ pub fn installed(path: PathBuf, what: &str) -> Option<PathBuf> {
 }
 
 /// A program on PATH, or `None` with a notice (a failure in CI).
-pub fn program(name: &str) -> Option<PathBuf> {
+pub(crate) fn program(name: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join(name))
@@ -59,7 +59,7 @@ fn npm_server(package: &str) -> Option<PathBuf> {
 }
 
 /// `@modelcontextprotocol/server-everything` over stdio, run in `dir`.
-pub fn everything(name: &str, dir: &Path) -> Option<McpServer> {
+pub(crate) fn everything(name: &str, dir: &Path) -> Option<McpServer> {
     let entry = npm_server("server-everything")?;
     Some(
         McpServer::stdio(name, "node")
@@ -70,12 +70,12 @@ pub fn everything(name: &str, dir: &Path) -> Option<McpServer> {
 }
 
 /// The entry point of `@modelcontextprotocol/server-everything`, for the HTTP tests.
-pub fn everything_entry() -> Option<PathBuf> {
+pub(crate) fn everything_entry() -> Option<PathBuf> {
     npm_server("server-everything")
 }
 
 /// `@modelcontextprotocol/server-filesystem` over stdio, allowed into `root` only.
-pub fn filesystem(name: &str, root: &Path) -> Option<McpServer> {
+pub(crate) fn filesystem(name: &str, root: &Path) -> Option<McpServer> {
     let entry = npm_server("server-filesystem")?;
     Some(
         McpServer::stdio(name, "node")
@@ -86,7 +86,7 @@ pub fn filesystem(name: &str, root: &Path) -> Option<McpServer> {
 }
 
 /// `mcp-server-time` from PyPI, in its venv.
-pub fn time(name: &str, dir: &Path) -> Option<McpServer> {
+pub(crate) fn time(name: &str, dir: &Path) -> Option<McpServer> {
     let program = installed(
         servers_dir().join("python/bin/mcp-server-time"),
         "mcp-server-time (PyPI)",
@@ -99,7 +99,7 @@ pub fn time(name: &str, dir: &Path) -> Option<McpServer> {
 }
 
 /// The badly behaved fixture server, in `mode` (`serve`, `exit-at-start`, `silent-start`).
-pub fn misbehaving(name: &str, mode: &str, dir: &Path) -> Option<McpServer> {
+pub(crate) fn misbehaving(name: &str, mode: &str, dir: &Path) -> Option<McpServer> {
     program("python3")?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/misbehaving_server.py");
     Some(
@@ -114,7 +114,7 @@ pub fn misbehaving(name: &str, mode: &str, dir: &Path) -> Option<McpServer> {
 }
 
 /// A harness on `model` with these clients' servers (and whatever `configure` adds).
-pub fn harness(
+pub(crate) fn harness(
     model: &Arc<ScriptedModel>,
     clients: &[&McpClient],
     configure: impl FnOnce(HarnessBuilder) -> HarnessBuilder,
@@ -130,7 +130,7 @@ pub fn harness(
 }
 
 /// A scripted model that plays these turns.
-pub fn model(turns: impl IntoIterator<Item = Scripted>) -> Arc<ScriptedModel> {
+pub(crate) fn model(turns: impl IntoIterator<Item = Scripted>) -> Arc<ScriptedModel> {
     Arc::new(
         turns
             .into_iter()
@@ -139,12 +139,12 @@ pub fn model(turns: impl IntoIterator<Item = Scripted>) -> Arc<ScriptedModel> {
 }
 
 /// The tool names a request offered.
-pub fn offered(request: &ModelRequest) -> Vec<String> {
+pub(crate) fn offered(request: &ModelRequest) -> Vec<String> {
     request.tools.iter().map(|tool| tool.name.clone()).collect()
 }
 
 /// The result the model was sent for the call `call_id`, and whether it was an error.
-pub fn tool_result(request: &ModelRequest, call_id: &str) -> (String, bool) {
+pub(crate) fn tool_result(request: &ModelRequest, call_id: &str) -> (String, bool) {
     request
         .messages
         .iter()
@@ -161,7 +161,7 @@ pub fn tool_result(request: &ModelRequest, call_id: &str) -> (String, bool) {
 }
 
 /// Sends `text` from a task of its own, so that the test can act while the run is going.
-pub fn send_in_background(
+pub(crate) fn send_in_background(
     harness: &Harness,
     text: &'static str,
 ) -> JoinHandle<Result<RunSummary, HarnessError>> {
@@ -170,12 +170,12 @@ pub fn send_in_background(
 }
 
 /// Waits until a tool reports progress (the call is running on the server), and returns it.
-pub async fn wait_for_progress(events: &mut Subscription) -> Arc<EventEnvelope> {
+pub(crate) async fn wait_for_progress(events: &mut Subscription) -> Arc<EventEnvelope> {
     wait_for(events, |e| matches!(e, HarnessEvent::ToolUpdate { .. })).await
 }
 
 /// Waits for the first event `matches` accepts.
-pub async fn wait_for(
+pub(crate) async fn wait_for(
     events: &mut Subscription,
     matches: impl Fn(&HarnessEvent) -> bool,
 ) -> Arc<EventEnvelope> {
@@ -189,7 +189,7 @@ pub async fn wait_for(
 }
 
 /// Kills a process the way a crash or the OOM killer would.
-pub fn kill(pid: u32) {
+pub(crate) fn kill(pid: u32) {
     let status = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()

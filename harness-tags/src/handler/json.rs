@@ -35,6 +35,12 @@ pub struct TagInfo<'a> {
     ctx: &'a dyn ErasedCtx,
 }
 
+impl<'a> std::fmt::Debug for TagInfo<'a> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TagInfo").finish_non_exhaustive()
+    }
+}
+
 impl<'a> TagInfo<'a> {
     pub(crate) fn new(descriptor: &'static TagDescriptor, ctx: &'a dyn ErasedCtx) -> Self {
         TagInfo { descriptor, ctx }
@@ -65,13 +71,31 @@ impl<'a> TagInfo<'a> {
 #[derive(Clone)]
 pub struct JsonSyncFn<F>(Arc<F>);
 
+impl<F> std::fmt::Debug for JsonSyncFn<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonSyncFn").finish_non_exhaustive()
+    }
+}
+
 /// An asynchronous JSON tap function.
 #[derive(Clone)]
 pub struct JsonAsyncFn<F>(F);
 
+impl<F> std::fmt::Debug for JsonAsyncFn<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonAsyncFn").finish_non_exhaustive()
+    }
+}
+
 /// A tower service used as a JSON handler.
 #[derive(Clone)]
 pub struct JsonServiceHandler<S>(S);
+
+impl<S> std::fmt::Debug for JsonServiceHandler<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonServiceHandler").finish_non_exhaustive()
+    }
+}
 
 /// A JSON `on` registration for every tag a pattern matches.
 pub struct OnJson<H> {
@@ -80,12 +104,24 @@ pub struct OnJson<H> {
     pub(crate) options: Options,
 }
 
+impl<H> std::fmt::Debug for OnJson<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnJson").finish_non_exhaustive()
+    }
+}
+
 /// A JSON `tap` registration for every tag a pattern matches.
 pub struct TapJson<H> {
     pattern: Result<Pattern, PatternError>,
     handler: H,
     pub(crate) options: Options,
     queue: Option<TapQueueConfig>,
+}
+
+impl<H> std::fmt::Debug for TapJson<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TapJson").finish_non_exhaustive()
+    }
 }
 
 /// A synchronous JSON `on` handler for every tag `pattern` matches.
@@ -218,9 +254,9 @@ impl<H: JsonTapHandler> From<TapJson<H>> for Registration {
 }
 
 #[doc(hidden)]
-pub type SyncJsonOnFn = dyn Fn(&Value, &TagInfo<'_>) -> Flow<Value> + Send + Sync;
+pub(crate) type SyncJsonOnFn = dyn Fn(&Value, &TagInfo<'_>) -> Flow<Value> + Send + Sync;
 #[doc(hidden)]
-pub type SyncJsonTapFn = dyn Fn(&Value, &TagInfo<'_>) -> Result<(), BoxError> + Send + Sync;
+pub(crate) type SyncJsonTapFn = dyn Fn(&Value, &TagInfo<'_>) -> Result<(), BoxError> + Send + Sync;
 
 /// A compiled JSON `on` step (an implementation detail).
 #[doc(hidden)]
@@ -230,11 +266,23 @@ pub enum JsonOnStep {
     Service(BoxCloneSyncService<JsonRequest, Flow<Value>, BoxError>),
 }
 
+impl std::fmt::Debug for JsonOnStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JsonOnStep")
+    }
+}
+
 /// A compiled JSON tap, before its queue exists (an implementation detail).
 #[doc(hidden)]
 pub enum JsonTapSpec {
     Sync(Arc<SyncJsonTapFn>),
     Queued(BoxCloneSyncService<JsonRequest, (), BoxError>),
+}
+
+impl std::fmt::Debug for JsonTapSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JsonTapSpec")
+    }
 }
 
 /// A handler that can serve as a JSON `on` handler.
@@ -267,6 +315,12 @@ pub trait JsonTapHandler: Send + Sync + 'static {
 /// A synchronous JSON handler viewed as a tower service. The service has no typed context, so
 /// the handler's [`TagInfo`] carries the context as JSON.
 pub struct JsonSyncService<F>(Arc<F>);
+
+impl<F> std::fmt::Debug for JsonSyncService<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonSyncService").finish_non_exhaustive()
+    }
+}
 
 impl<F> Clone for JsonSyncService<F> {
     fn clone(&self) -> Self {
@@ -340,7 +394,7 @@ where
 
 /// An async JSON tap function viewed as a tower service.
 #[derive(Clone)]
-pub struct JsonAsyncTapService<F>(F);
+pub(super) struct JsonAsyncTapService<F>(F);
 
 impl<F, Fut> Service<JsonRequest> for JsonAsyncTapService<F>
 where

@@ -24,6 +24,12 @@ pub struct TagRequest<T: Tag> {
     pub ctx: T::Ctx,
 }
 
+impl<T: Tag> std::fmt::Debug for TagRequest<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TagRequest").field("tag", &T::NAME).finish()
+    }
+}
+
 impl<T: Tag> Clone for TagRequest<T> {
     fn clone(&self) -> Self {
         TagRequest {
@@ -33,23 +39,35 @@ impl<T: Tag> Clone for TagRequest<T> {
     }
 }
 
-impl<T: Tag> std::fmt::Debug for TagRequest<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TagRequest").field("tag", &T::NAME).finish()
-    }
-}
-
 /// A synchronous handler function (see [`on`] and [`tap`]).
 #[derive(Clone)]
 pub struct SyncFn<F>(Arc<F>);
+
+impl<F> std::fmt::Debug for SyncFn<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncFn").finish_non_exhaustive()
+    }
+}
 
 /// An asynchronous handler function (see [`on_async`] and [`tap_async`]).
 #[derive(Clone)]
 pub struct AsyncFn<F>(F);
 
+impl<F> std::fmt::Debug for AsyncFn<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncFn").finish_non_exhaustive()
+    }
+}
+
 /// A tower service used as a handler (see [`on_service`] and [`tap_service`]).
 #[derive(Clone)]
 pub struct ServiceHandler<S>(S);
+
+impl<S> std::fmt::Debug for ServiceHandler<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceHandler").finish_non_exhaustive()
+    }
+}
 
 /// A typed `on` registration: reshapes the payload of tag `T`.
 pub struct On<T: Tag, H> {
@@ -58,12 +76,24 @@ pub struct On<T: Tag, H> {
     _tag: PhantomData<fn() -> T>,
 }
 
+impl<T: Tag, H> std::fmt::Debug for On<T, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("On").finish_non_exhaustive()
+    }
+}
+
 /// A typed `tap` registration: observes the final payload of tag `T`.
 pub struct Tap<T: Tag, H> {
     pub(crate) handler: H,
     pub(crate) options: Options,
     pub(crate) queue: Option<TapQueueConfig>,
     _tag: PhantomData<fn() -> T>,
+}
+
+impl<T: Tag, H> std::fmt::Debug for Tap<T, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tap").finish_non_exhaustive()
+    }
 }
 
 /// A synchronous `on` handler: `Fn(&payload, &ctx) -> impl IntoFlow<payload>`.
@@ -286,6 +316,12 @@ pub enum OnStep<T: Tag> {
     Service(BoxCloneSyncService<TagRequest<T>, Flow<T::Payload>, BoxError>),
 }
 
+impl<T: Tag> std::fmt::Debug for OnStep<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnStep")
+    }
+}
+
 /// A compiled synchronous `on` handler (an implementation detail of the pipeline).
 ///
 /// It takes the payload by value and always gives one back: the new payload, or the one it
@@ -293,7 +329,7 @@ pub enum OnStep<T: Tag> {
 /// payload thus stays in registers from one handler to the next, where a borrowed payload
 /// would go through memory at every step, and a failing handler still cannot lose it.
 #[doc(hidden)]
-pub type SyncOnFn<T> = dyn Fn(<T as Tag>::Payload, &<T as Tag>::Ctx, &mut Option<Halt>) -> <T as Tag>::Payload
+pub(crate) type SyncOnFn<T> = dyn Fn(<T as Tag>::Payload, &<T as Tag>::Ctx, &mut Option<Halt>) -> <T as Tag>::Payload
     + Send
     + Sync;
 
@@ -304,6 +340,12 @@ pub enum Halt {
     Suppress,
     /// The handler failed or panicked.
     Fail(TagError),
+}
+
+impl std::fmt::Debug for Halt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Halt")
+    }
 }
 
 impl Halt {
@@ -341,7 +383,7 @@ fn run_sync_on<T: Tag, R: IntoFlow<T::Payload>>(
 }
 
 #[doc(hidden)]
-pub type SyncTapFn<T> =
+pub(crate) type SyncTapFn<T> =
     dyn Fn(&<T as Tag>::Payload, &<T as Tag>::Ctx) -> Result<(), BoxError> + Send + Sync;
 
 /// A compiled `tap` step of tag `T`, before its queue exists (an implementation detail).
@@ -349,6 +391,12 @@ pub type SyncTapFn<T> =
 pub enum TapSpec<T: Tag> {
     Sync(Box<SyncTapFn<T>>),
     Queued(BoxCloneSyncService<TagRequest<T>, (), BoxError>),
+}
+
+impl<T: Tag> std::fmt::Debug for TapSpec<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TapSpec")
+    }
 }
 
 /// A handler that can serve as an `on` handler of tag `T`.
@@ -398,13 +446,31 @@ pub trait TapHandler<T: Tag>: Send + Sync + 'static {
 /// Marks a function service as an `on` handler.
 pub enum AsOn {}
 
+impl std::fmt::Debug for AsOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AsOn")
+    }
+}
+
 /// Marks a function service as a tap.
 pub enum AsTap {}
+
+impl std::fmt::Debug for AsTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AsTap")
+    }
+}
 
 /// A synchronous handler function viewed as a tower service (used when a layer wraps it).
 pub struct SyncService<T, F, Role> {
     handler: Arc<F>,
     _marker: PhantomData<fn() -> (T, Role)>,
+}
+
+impl<T, F, Role> std::fmt::Debug for SyncService<T, F, Role> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncService").finish_non_exhaustive()
+    }
 }
 
 impl<T, F, Role> Clone for SyncService<T, F, Role> {
@@ -516,6 +582,12 @@ where
 pub struct AsyncService<T, F, Role> {
     handler: F,
     _marker: PhantomData<fn() -> (T, Role)>,
+}
+
+impl<T, F, Role> std::fmt::Debug for AsyncService<T, F, Role> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncService").finish_non_exhaustive()
+    }
 }
 
 impl<T, F: Clone, Role> Clone for AsyncService<T, F, Role> {

@@ -46,6 +46,12 @@ pub fn terminal<T: Tag>() -> Terminal<T> {
 /// See [`terminal`].
 pub struct Terminal<T>(PhantomData<fn() -> T>);
 
+impl<T> std::fmt::Debug for Terminal<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Terminal").finish_non_exhaustive()
+    }
+}
+
 impl<T> Clone for Terminal<T> {
     fn clone(&self) -> Self {
         Terminal(PhantomData)
@@ -74,6 +80,12 @@ pub struct OnService<T: Tag> {
     inner: Chain<T>,
     id: HandlerId,
     policy: FailurePolicy,
+}
+
+impl<T: Tag> std::fmt::Debug for OnService<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnService").finish_non_exhaustive()
+    }
 }
 
 impl<T: Tag> Clone for OnService<T> {
@@ -170,6 +182,12 @@ pub struct TapService<T: Tag> {
     handler: BoxCloneSyncService<TagRequest<T>, (), BoxError>,
     inner: Chain<T>,
     id: HandlerId,
+}
+
+impl<T: Tag> std::fmt::Debug for TapService<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TapService").finish_non_exhaustive()
+    }
 }
 
 impl<T: Tag> Clone for TapService<T> {

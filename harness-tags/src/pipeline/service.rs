@@ -21,6 +21,12 @@ pub struct TagService<T: Tag> {
     _tag: PhantomData<fn() -> T>,
 }
 
+impl<T: Tag> std::fmt::Debug for TagService<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TagService").finish_non_exhaustive()
+    }
+}
+
 impl<T: Tag> TagService<T> {
     pub(crate) fn new(pipeline: Pipeline) -> Self {
         let probes = pipeline.readiness_probes::<T>();

@@ -19,7 +19,7 @@ use crate::payload::{
 ///
 /// - Emitted by: the kernel, in Think, before every model call.
 /// - Result: the reshaped text is the system prompt sent to the model.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "prompt.system", phase = Think, payload = String, ctx = BaseCtx)]
 pub struct PromptSystem;
 
@@ -28,7 +28,7 @@ pub struct PromptSystem;
 /// - Emitted by: the kernel at bootstrap, and the harness for steer and follow-up messages.
 /// - Result: the reshaped message is stored in the thread and sent to the model.
 /// - Suppress: the message is rejected; nothing is stored and no run starts.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "message.user-task", phase = Bootstrap, payload = KernelMessage, ctx = BaseCtx, suppressible)]
 pub struct MessageUserTask;
 
@@ -36,7 +36,7 @@ pub struct MessageUserTask;
 ///
 /// - Emitted by: the kernel, in Think, once the model's response is assembled.
 /// - Result: the reshaped message is stored in the thread and shown to the user.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "message.assistant", phase = Think, payload = KernelMessage, ctx = BaseCtx)]
 pub struct MessageAssistant;
 
@@ -44,7 +44,7 @@ pub struct MessageAssistant;
 ///
 /// - Emitted by: the kernel, in Act, after a tool call succeeds.
 /// - Result: the reshaped message is what the model sees (redaction plugins rewrite it here).
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "message.tool-result", phase = Act, payload = KernelMessage, ctx = ToolResultCtx)]
 pub struct MessageToolResult;
 
@@ -52,7 +52,7 @@ pub struct MessageToolResult;
 ///
 /// - Emitted by: the kernel, in Act, when a tool fails, panics, times out or gets invalid input.
 /// - Result: the reshaped message is what the model sees.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "message.tool-error", phase = Act, payload = KernelMessage, ctx = ToolResultCtx)]
 pub struct MessageToolError;
 
@@ -61,7 +61,7 @@ pub struct MessageToolError;
 /// - Emitted by: the kernel, in Think, when the finish reason is `length`.
 /// - Result: the reshaped text is the continuation prompt sent to the model.
 /// - Suppress: no continuation; the run ends with the truncated answer.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "message.max-tokens-recovery", phase = Think, payload = String, ctx = BaseCtx, suppressible)]
 pub struct MessageMaxTokensRecovery;
 
@@ -69,7 +69,7 @@ pub struct MessageMaxTokensRecovery;
 ///
 /// - Emitted by: the harness's `subagent` tool, in Act.
 /// - Result: the reshaped text is the task the subagent receives.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "message.subagent-handoff", phase = Act, payload = String, ctx = SubagentCtx)]
 pub struct MessageSubagentHandoff;
 
@@ -78,7 +78,7 @@ pub struct MessageSubagentHandoff;
 /// - Emitted by: the kernel, in Think, after the system prompt, memory context and tools are
 ///   assembled; again for each retry attempt.
 /// - Result: the reshaped request is exactly what the provider receives.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "model.request", phase = Think, payload = ModelRequest, ctx = ModelCtx)]
 pub struct ModelRequestTag;
 
@@ -86,7 +86,7 @@ pub struct ModelRequestTag;
 ///
 /// - Emitted by: the kernel, in Think.
 /// - Result: the reshaped response is what the kernel acts on (its text and tool calls).
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "model.response", phase = Think, payload = ModelResponse, ctx = ModelCtx)]
 pub struct ModelResponseTag;
 
@@ -94,7 +94,7 @@ pub struct ModelResponseTag;
 ///
 /// - Emitted by: the kernel, in Think, before the model call.
 /// - Result: the reshaped list is the list offered (permission plugins remove denied tools).
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "tool.schema", phase = Think, payload = Vec<ToolSpec>, ctx = BaseCtx)]
 pub struct ToolSchema;
 
@@ -103,7 +103,7 @@ pub struct ToolSchema;
 /// - Emitted by: the kernel, in Act, once per tool call.
 /// - Result: the reshaped call's arguments are the ones the tool receives.
 /// - Suppress: the tool does not run; the model is told the call was blocked.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "tool.call", phase = Act, payload = ToolCall, ctx = ToolCallCtx, suppressible)]
 pub struct ToolCallTag;
 
@@ -112,7 +112,7 @@ pub struct ToolCallTag;
 /// - Emitted by: the kernel, in Act, after `tool.call`.
 /// - Result: the reshaped verdict is applied: allow runs the tool, deny refuses it, ask waits
 ///   for the user. A verdict with `hardDeny` set can never be loosened by a later handler.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(
     name = "tool.gate-result",
     phase = Act,
@@ -127,7 +127,7 @@ pub struct ToolGateResult;
 /// - Emitted by: the kernel, in Act, before `tool.call`.
 /// - Result: the reshaped report's tool name and arguments are the ones used.
 /// - Suppress: the repair is rejected; the model gets the original error to fix itself.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "tool.healing", phase = Act, payload = HealingReport, ctx = ToolCallCtx, suppressible)]
 pub struct ToolHealing;
 
@@ -136,7 +136,7 @@ pub struct ToolHealing;
 /// - Emitted by: the kernel, in Think, before the next model call.
 /// - Result: the reshaped text is injected into the conversation as a nudge.
 /// - Suppress: nothing is injected.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "nudge.loop-detected", phase = Think, payload = String, ctx = NudgeCtx, suppressible)]
 pub struct NudgeLoopDetected;
 
@@ -145,7 +145,7 @@ pub struct NudgeLoopDetected;
 /// - Emitted by: the kernel, in Act.
 /// - Result: the reshaped text is injected into the conversation as a nudge.
 /// - Suppress: nothing is injected.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "nudge.healing-failure", phase = Act, payload = String, ctx = NudgeCtx, suppressible)]
 pub struct NudgeHealingFailure;
 
@@ -154,7 +154,7 @@ pub struct NudgeHealingFailure;
 /// - Emitted by: the kernel, in Act, after `tool.healing` accepted the repair.
 /// - Result: the reshaped text is injected into the conversation as a nudge.
 /// - Suppress: nothing is injected.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "nudge.healing-applied", phase = Act, payload = String, ctx = NudgeCtx, suppressible)]
 pub struct NudgeHealingApplied;
 
@@ -163,7 +163,7 @@ pub struct NudgeHealingApplied;
 /// - Emitted by: the kernel, in Verify.
 /// - Result: the reshaped text is injected and the run continues.
 /// - Suppress: nothing is injected and the run may finish.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "nudge.required-tools-pending", phase = Verify, payload = String, ctx = NudgeCtx, suppressible)]
 pub struct NudgeRequiredToolsPending;
 
@@ -172,7 +172,7 @@ pub struct NudgeRequiredToolsPending;
 /// - Emitted by: the kernel, in Verify.
 /// - Result: the reshaped text is injected and the model tries again.
 /// - Suppress: nothing is injected; the run ends with the rejected answer.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "nudge.verifier-retry", phase = Verify, payload = String, ctx = NudgeCtx, suppressible)]
 pub struct NudgeVerifierRetry;
 
@@ -181,7 +181,7 @@ pub struct NudgeVerifierRetry;
 /// - Emitted by: the kernel, in Observe, after `control.strategy-evaluated` recommended a switch.
 /// - Result: the reshaped text is injected to tell the model what changed.
 /// - Suppress: nothing is injected.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "nudge.strategy-handoff", phase = Observe, payload = String, ctx = NudgeCtx, suppressible)]
 pub struct NudgeStrategyHandoff;
 
@@ -190,7 +190,7 @@ pub struct NudgeStrategyHandoff;
 /// - Emitted by: the kernel, in Verify, when the task list has incomplete tasks.
 /// - Result: the reshaped text is injected and the run continues.
 /// - Suppress: nothing is injected and the run may finish.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "nudge.tasks-incomplete", phase = Verify, payload = String, ctx = NudgeCtx, suppressible)]
 pub struct NudgeTasksIncomplete;
 
@@ -198,7 +198,7 @@ pub struct NudgeTasksIncomplete;
 ///
 /// - Emitted by: the kernel, in Act, for every finished tool call (success or error).
 /// - Result: the reshaped step is the one recorded in the kernel state.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "observation.tool-result", phase = Act, payload = ObservationStep, ctx = ToolResultCtx)]
 pub struct ObservationToolResult;
 
@@ -206,7 +206,7 @@ pub struct ObservationToolResult;
 ///
 /// - Emitted by: the observational-memory plugin, in Memory.
 /// - Result: the reshaped observations are the ones stored.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "observation.compression-summary", phase = Memory, payload = ObservationStep, ctx = MemoryCtx)]
 pub struct ObservationCompressionSummary;
 
@@ -214,7 +214,7 @@ pub struct ObservationCompressionSummary;
 ///
 /// - Emitted by: the observational-memory plugin, in Memory.
 /// - Result: the reshaped reflection is the one stored.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "observation.reflection", phase = Memory, payload = ObservationStep, ctx = MemoryCtx)]
 pub struct ObservationReflection;
 
@@ -222,7 +222,7 @@ pub struct ObservationReflection;
 ///
 /// - Emitted by: the observational-memory plugin, in Memory, before `model.request`.
 /// - Result: the reshaped context (reflections, observations, raw messages) is what the model gets.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "memory.context", phase = Memory, payload = MemoryContext, ctx = MemoryCtx)]
 pub struct MemoryContextTag;
 
@@ -230,7 +230,7 @@ pub struct MemoryContextTag;
 ///
 /// - Emitted by: the kernel, at bootstrap.
 /// - Result: observe only; handlers see the run's input, model and step limit.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "lifecycle.start", phase = Bootstrap, payload = RunStart, ctx = BaseCtx)]
 pub struct LifecycleStart;
 
@@ -239,7 +239,7 @@ pub struct LifecycleStart;
 ///
 /// - Emitted by: the kernel, in Observe, with the real failure streak.
 /// - Result: the reshaped reason and message are the ones recorded and reported.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "lifecycle.failure", phase = Observe, payload = LifecycleFailure, ctx = BaseCtx)]
 pub struct LifecycleFailureTag;
 
@@ -247,7 +247,7 @@ pub struct LifecycleFailureTag;
 ///
 /// - Emitted by: the kernel, at completion.
 /// - Result: observe only; handlers see the outcome, usage and duration.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "lifecycle.complete", phase = Complete, payload = RunEnd, ctx = BaseCtx)]
 pub struct LifecycleComplete;
 
@@ -256,7 +256,7 @@ pub struct LifecycleComplete;
 /// - Emitted by: the kernel, in Observe.
 /// - Result: the kernel acts on the reshaped `recommendedAction`: continue, switch to the next
 ///   untried strategy, or escalate.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "control.strategy-evaluated", phase = Observe, payload = StrategyEvaluation, ctx = BaseCtx)]
 pub struct ControlStrategyEvaluated;
 
@@ -265,7 +265,7 @@ pub struct ControlStrategyEvaluated;
 /// - Emitted by: the kernel, in Verify.
 /// - Result: setting `continueWith` vetoes the end: the run continues with that message, a
 ///   bounded number of times.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "decision.terminate", phase = Verify, payload = TerminateDecision, ctx = BaseCtx)]
 pub struct DecisionTerminate;
 
@@ -273,7 +273,7 @@ pub struct DecisionTerminate;
 ///
 /// - Emitted by: the harness's `subagent` tool, in Act.
 /// - Result: the reshaped result is what the parent agent sees.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "subagent.result", phase = Act, payload = SubagentResult, ctx = SubagentCtx)]
 pub struct SubagentResultTag;
 
@@ -284,7 +284,7 @@ pub struct SubagentResultTag;
 ///   the payload also carries the tool's own output, so that a redaction plugin can apply a
 ///   policy of its own for screens (secrets as `••••••`) while another decides what the model
 ///   sees.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "display.tool-result", phase = Act, payload = DisplayToolResult, ctx = ToolResultCtx)]
 pub struct DisplayToolResultTag;
 
@@ -292,7 +292,7 @@ pub struct DisplayToolResultTag;
 ///
 /// - Emitted by: the harness, outside a run.
 /// - Result: observe only; plugins copy their records for the new thread.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "thread.cloned", phase = Session, payload = ThreadChange, ctx = ThreadCtx)]
 pub struct ThreadCloned;
 
@@ -300,7 +300,7 @@ pub struct ThreadCloned;
 ///
 /// - Emitted by: the harness, outside a run.
 /// - Result: observe only; plugins drop their records for the thread.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "thread.deleted", phase = Session, payload = ThreadChange, ctx = ThreadCtx)]
 pub struct ThreadDeleted;
 
@@ -313,6 +313,6 @@ pub struct ThreadDeleted;
 ///   `name`, `description` or `category`, or trim `resources`; an entry whose `serverTool` the
 ///   server did not list, or whose name is invalid or taken, is dropped and reported.
 /// - Suppress: none of the server's tools are registered.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "mcp.tools-listed", phase = Session, payload = McpToolList, ctx = McpCtx, suppressible)]
 pub struct McpToolsListed;

@@ -20,12 +20,12 @@ use tower::timeout::TimeoutLayer;
 /// A tag under `demo` with a nested namespace, to exercise `.*` against `.**`.
 #[derive(Tag)]
 #[tag(name = "demo.nested.beta", phase = Act, payload = String, ctx = BaseCtx, suppressible)]
-pub struct DemoNestedBeta;
+pub(crate) struct DemoNestedBeta;
 
 /// A tag directly under `demo`.
 #[derive(Tag)]
 #[tag(name = "demo.alpha", phase = Think, payload = String, ctx = BaseCtx)]
-pub struct DemoAlpha;
+pub(crate) struct DemoAlpha;
 
 type Failures = Arc<Mutex<Vec<HandlerFailure>>>;
 

@@ -29,6 +29,7 @@
 //! Without a dedicated recorder ([`Metrics::new`]), the taps record into the process-wide
 //! recorder installed with `metrics::set_global_recorder`, whatever exporter that is.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;

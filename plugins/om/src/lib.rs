@@ -48,6 +48,7 @@
 //! # });
 //! ```
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 #![forbid(unsafe_code)]
 
 mod config;

@@ -34,6 +34,7 @@
 //! The plugin registers `tool.gate-result` (fail-closed: if it fails, the call does not run)
 //! and `tool.schema` (denied tools are removed from what the model is offered).
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;

@@ -106,6 +106,7 @@
 //! `cargo run -p harness-examples --example redact [-- --json] < file` redacts standard
 //! input; [`Report`] is its JSON output.
 
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 #![forbid(unsafe_code)]
 
 mod detect;

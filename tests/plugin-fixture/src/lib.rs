@@ -17,6 +17,6 @@ pub struct Invoice {
 }
 
 /// Emitted by the billing plugin before an invoice is sent; the reshaped invoice is the one sent.
-#[derive(Tag)]
+#[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "acme.billing.invoice-sent", phase = Act, payload = Invoice, ctx = BaseCtx, suppressible)]
 pub struct InvoiceSent;

@@ -143,7 +143,7 @@ fn sqlite() -> Fixture {
 mod cases {
     use super::*;
 
-    pub async fn create_get_list(store: &dyn Store) {
+    pub(super) async fn create_get_list(store: &dyn Store) {
         assert_eq!(store.threads(None).await.unwrap(), vec![]);
         let t1 = thread("t1", "r1", 10);
         store.write(create(t1.clone())).await.unwrap();
@@ -163,7 +163,7 @@ mod cases {
         assert_eq!(store.threads(Some("nobody")).await.unwrap(), vec![]);
     }
 
-    pub async fn update(store: &dyn Store) {
+    pub(super) async fn update(store: &dyn Store) {
         store.write(create(thread("t1", "r1", 10))).await.unwrap();
         store.write(create(thread("t2", "r1", 20))).await.unwrap();
         let mut changed = thread("t1", "another-resource", 30);
@@ -193,7 +193,7 @@ mod cases {
         assert_eq!(error, StoreError::ThreadNotFound("ghost".into()));
     }
 
-    pub async fn append_order(store: &dyn Store) {
+    pub(super) async fn append_order(store: &dyn Store) {
         store.write(create(thread("t1", "r1", 1))).await.unwrap();
         store.write(create(thread("t2", "r1", 1))).await.unwrap();
         assert_eq!(store.messages("t1").await.unwrap(), vec![]);
@@ -236,7 +236,7 @@ mod cases {
         assert_eq!(store.messages("t1").await.unwrap().len(), expected.len());
     }
 
-    pub async fn delete_cascades(store: &dyn Store) {
+    pub(super) async fn delete_cascades(store: &dyn Store) {
         store.write(create(thread("t1", "r1", 1))).await.unwrap();
         store.write(create(thread("t2", "r1", 2))).await.unwrap();
         store
@@ -296,7 +296,7 @@ mod cases {
         assert_eq!(error, StoreError::ThreadNotFound("t1".into()));
     }
 
-    pub async fn batch_atomicity(store: &dyn Store) {
+    pub(super) async fn batch_atomicity(store: &dyn Store) {
         store.write(create(thread("src", "r1", 1))).await.unwrap();
         let source = vec![message("s1", "src", "one"), message("s2", "src", "two")];
         store
@@ -367,7 +367,7 @@ mod cases {
         assert_eq!(store.resource_ids().await.unwrap(), ["r1"]);
     }
 
-    pub async fn records_by_prefix(store: &dyn Store) {
+    pub(super) async fn records_by_prefix(store: &dyn Store) {
         store.write(create(thread("t1", "r1", 1))).await.unwrap();
         store
             .write(vec![
@@ -446,7 +446,7 @@ mod cases {
         assert_eq!(error, StoreError::ThreadNotFound("ghost".into()));
     }
 
-    pub async fn resource_ids(store: &dyn Store) {
+    pub(super) async fn resource_ids(store: &dyn Store) {
         assert_eq!(store.resource_ids().await.unwrap(), Vec::<String>::new());
         store.write(create(thread("t1", "zeta", 1))).await.unwrap();
         store.write(create(thread("t2", "alpha", 2))).await.unwrap();
@@ -461,7 +461,7 @@ mod cases {
         assert_eq!(store.resource_ids().await.unwrap(), ["alpha"]);
     }
 
-    pub async fn errors(store: &dyn Store) {
+    pub(super) async fn errors(store: &dyn Store) {
         store.write(vec![]).await.unwrap();
         store.write(create(thread("t1", "r1", 1))).await.unwrap();
         store.write(create(thread("t2", "r1", 1))).await.unwrap();
