@@ -40,8 +40,8 @@
 //! | entity | what | validation |
 //! |---|---|---|
 //! | `EMAIL_ADDRESS` | `local@domain.tld` | labels, TLD of 2 to 24 letters |
-//! | `PHONE_NUMBER` | `+44 20 7946 0958`, `(415) 555-0100`, `020 7946 0958`, `01 23 45 67 89` | E.164 country code and length; NANP area and exchange |
-//! | `CREDIT_CARD` | 13 to 19 digits, grouped or not | issuer prefix and length, Luhn |
+//! | `PHONE_NUMBER` | `+44 20 7946 0958`, `001-283-555-0147`, `(415) 555-0100 x31`, `0660 412 77 31`, `(11) 4706-5521`, `8 (066) 907-43-91` | a country code and a length its numbering plan allows (libphonenumber's data, see below); national shapes by strength, weighed by the words before them |
+//! | `CREDIT_CARD` | 12 to 19 digits, bare or grouped by spaces or dashes | an issuer range that allows the length (Visa, Mastercard, Amex, Discover, Diners, JCB, UnionPay, Maestro, Mir, RuPay, Verve, Troy, ...), Luhn |
 //! | `IBAN_CODE` | `DE89 3704 0044 0532 0130 00` | the country's length, mod 97 |
 //! | `US_SSN` | `123-45-6789`, `123 45 6789` | area not 000, 666 or 9xx; group not 00; serial not 0000 |
 //! | `IP_ADDRESS` | IPv4 and IPv6 (subtype `ipv4`/`ipv6`) | octets up to 255; IPv6 parsed; not inside version strings |
@@ -52,6 +52,24 @@
 //! | `PRIVATE_KEY` | PEM and PGP private key blocks | |
 //! | `API_KEY` | subtypes `aws_access_key_id`, `aws_secret_access_key`, `github`, `openai`, `anthropic`, `slack`, `slack_webhook`, `stripe`, `google` | provider formats |
 //! | `SECRET` | `password: ...`, `api_key=...`, `Bearer ...` (subtypes `keyword`, `bearer`) | passwords mix character classes; other secrets need length and entropy |
+//!
+//! Phone numbers prefer recall: a number counts when its length is *possible* for its
+//! country (as libphonenumber's `isPossibleNumber`), assigned or not. The country codes,
+//! their lengths and the trunk prefixes come from the `phonenumber` crate, the Rust port of
+//! libphonenumber's metadata, copied into a table that a test keeps equal to the crate's data
+//! (loading the crate's database costs 150 ms at run time; the table costs nothing). Shapes
+//! without a country code (`0660 412 77 31`, `(11) 4706-5521`, `555-0147`) have a strength:
+//! strong ones are always phone numbers, medium ones unless the words just before them name
+//! something else (order, invoice, id, amount, version, ...), weak ones only after a phone
+//! word (phone, tel, call, mobile, fax, Telefon, téléphone, teléfono, 電話, ...; for a CSV
+//! field, its column header). Dates, times, versions, IPv4 addresses, card- and SSN-shaped
+//! numbers and digits inside longer runs are not phone numbers. The card table, with the
+//! lengths each issuer range allows, is in `src/detect/card.rs`.
+//!
+//! `tests/accuracy/outside.jsonl` holds 12,000 samples of text nobody here wrote (Faker's
+//! values in 17 locales, in sentences, JSON, logs and CSV, with look-alikes); the test
+//! `accuracy` reports precision and recall per entity on it and fails below recall 0.95
+//! (phone numbers 0.90) or precision 0.90.
 //!
 //! Custom detectors ([`Detector::regex`], [`Detector::deny_list`]) and an allow-list
 //! ([`RedactorBuilder::allow`]) complete them. The overlap rule is documented on the engine

@@ -8,6 +8,9 @@
 //! --test accuracy -- --nocapture`) and fails below recall 0.95 or precision 0.90 for any
 //! type. A finding counts as a true positive when it has a label's entity and overlaps it.
 
+#[path = "accuracy/outside.rs"]
+mod outside;
+
 use std::collections::BTreeMap;
 
 use harness_redaction::Redactor;

@@ -83,6 +83,23 @@ fn phone_numbers_international_and_national() {
         "030 12345678",
         "089/1234567",
         "01 23 45 67 89",
+        // Shapes from many countries, unassigned North American area codes, extensions.
+        "001-283-555-0147",
+        "394.208.1176 x31",
+        "+1 115 555 2671",
+        "(591)341-7776",
+        "0660 412 77 31",
+        "(11) 4706-5521",
+        "(07911) 123456",
+        "06-12345678",
+        "+44(0)115 4960914",
+        "+41 44 337 40 68",
+        "+61-2-8377-8353",
+        "+55 61 9141-7776",
+        "+91 914 1777631",
+        "8 (066) 907-43-91",
+        "080-9141-7776",
+        "00420 702 914 177",
     ] {
         finds("PHONE_NUMBER", value);
     }
@@ -94,7 +111,15 @@ fn phone_numbers_international_and_national() {
         "01.02.2024",
         "version 1.2.3.4.5",
         "id 1234567",
-        "+1 115 555 2671",
+        "+1 115 555 267",
+        "12/31/2024",
+        "15.01.2024 14:30",
+        "order 4827361920",
+        "invoice no. 2024-004512",
+        "amount 1 234 567,89",
+        "version 10.2.0.1",
+        "ref 12345678901234567890123",
+        "1700000000123",
     ] {
         ignores("PHONE_NUMBER", text);
     }
@@ -110,6 +135,17 @@ fn credit_cards_pass_luhn() {
         "3782 822463 10005",
         "6011 1111 1111 1117",
         "2223 0000 4841 0010",
+        // Issuers beyond the big four, 12 to 19 digits.
+        "675904123451",        // Maestro, 12 digits
+        "5018 1234 5673",      // Maestro, grouped
+        "213100482155679",     // JCB, 15 digits in the 2131 range
+        "180012345678905",     // JCB, 1800
+        "3056 930902 5904",    // Diners Club, 14
+        "3530 1113 3330 0000", // JCB
+        "6200 0000 0000 0005", // UnionPay
+        "621234567890123457",  // UnionPay, 18
+        "2200 1234 5678 9019", // Mir
+        "5060991234567895",    // Verve
     ] {
         finds("CREDIT_CARD", value);
     }
@@ -117,7 +153,8 @@ fn credit_cards_pass_luhn() {
         "4111 1111 1111 1112", // fails Luhn
         "4111-1111 1111-1111", // mixed separators
         "1700000000123",       // a timestamp in ms, no issuer
-        "9111 1111 1111 1111", // no issuer starts with 9
+        "9111 1111 1111 1111", // no issuer range holds 9111
+        "97921234567890",      // Troy's range, but Troy numbers have 16 digits
         "4444 4444 4444 4444", // one repeated digit
         "order 41111111111111111111 shipped",
     ] {

@@ -33,7 +33,11 @@
 //! Values on the allow-list are dropped from the findings.
 
 mod builtin;
+mod card;
+mod context;
 pub(crate) mod digest;
+mod phone;
+mod phone_plan;
 mod scan;
 pub(crate) mod validate;
 

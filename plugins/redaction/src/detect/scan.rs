@@ -16,8 +16,8 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input, PatternID};
 
-use super::Finding;
 use super::builtin::{Id, RULES, Rule};
+use super::{Finding, phone};
 use crate::entity::Entity;
 
 /// ASCII word characters `[A-Za-z0-9_]`.
@@ -57,30 +57,33 @@ fn is_digit(byte: u8) -> bool {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// True if some byte of `x` may be a stop byte: a byte in `(`..=`=` (digits, `:`, `=`, `+`,
-/// `(` and a few other punctuation bytes) or `@`. Bytes with the high bit set never count.
+/// The stop bytes of `x` (eight bytes, little-endian): the high bit of each byte that is a
+/// digit, `:`, `=`, `+`, `(` or `@`. The lowest set bit is exact: the range test is exact per
+/// byte, and an equality test can flag a byte above a real match, never one below it.
 #[inline(always)]
-fn may_stop(x: u64) -> bool {
-    // Bytes strictly between 0x27 and 0x3e (the classic "has between" bit trick).
+fn stop_bits(x: u64) -> u64 {
+    // Bytes strictly between 0x2f and 0x3b, digits and `:` (the "has between" bit trick).
     let low7 = x & (ONES * 127);
-    let between =
-        (ONES * (127 + 0x3e)).wrapping_sub(low7) & !x & low7.wrapping_add(ONES * (127 - 0x27));
-    // Bytes equal to `@`.
-    let at = x ^ (ONES * u64::from(b'@'));
-    let zero = at.wrapping_sub(ONES) & !at;
-    (between | zero) & HIGHS != 0
+    let digits =
+        (ONES * (127 + 0x3b)).wrapping_sub(low7) & !x & low7.wrapping_add(ONES * (127 - 0x2f));
+    let equal = |c: u8| {
+        let y = x ^ (ONES * u64::from(c));
+        y.wrapping_sub(ONES) & !y
+    };
+    (digits | equal(b'=') | equal(b'+') | equal(b'(') | equal(b'@')) & HIGHS
 }
 
-/// The position of the next stop byte at or after `i` (or `h.len()`): eight bytes at a time
-/// while none of them can be one, then byte by byte.
+/// The position of the next stop byte at or after `i` (or `h.len()`): eight bytes at a time,
+/// then byte by byte for the last few.
 #[inline(always)]
 fn next_stop(h: &[u8], mut i: usize) -> usize {
     let n = h.len();
     while i + 8 <= n {
         let mut chunk = [0u8; 8];
         chunk.copy_from_slice(&h[i..i + 8]);
-        if may_stop(u64::from_le_bytes(chunk)) {
-            break;
+        let bits = stop_bits(u64::from_le_bytes(chunk));
+        if bits != 0 {
+            return i + (bits.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
@@ -177,19 +180,25 @@ fn date_time(h: &[u8], s: usize) -> Option<usize> {
     (boundary(h, end) && h.get(end) != Some(&b':')).then_some(end)
 }
 
+/// Groups `0..=k` of `g` are card-shaped: 12 to 19 digits, bare or in groups of four (the
+/// last one shorter), or 4-6-4 and 4-6-5 (Diners, American Express), separated by spaces or
+/// dashes.
+fn card_shape(h: &[u8], g: &Groups, k: usize) -> bool {
+    let digits = g.digits(k);
+    let shape = match k {
+        0 => true,
+        2 if g.sizes_are(&[4, 6]) => (4..=5).contains(&g.size(2)),
+        _ => (0..k).all(|i| g.size(i) == 4) && (1..=4).contains(&g.size(k)),
+    };
+    shape && (12..=19).contains(&digits) && g.seps_in(k, b" -") && boundary(h, g.end[k])
+}
+
 /// The end of the longest card-shaped number in `g`, if there is one.
 fn card_shape_end(h: &[u8], g: &Groups) -> Option<usize> {
-    (0..g.len).rev().find_map(|k| {
-        let sep = g.seps_in(k, b" -") && boundary(h, g.end[k]);
-        let shape = match k {
-            0 => (13..=19).contains(&g.size(0)),
-            2 => g.sizes_are(&[4, 6]) && (4..=5).contains(&g.size(2)),
-            3 => g.sizes_are(&[4, 4, 4]) && (1..=7).contains(&g.size(3)),
-            4 => g.sizes_are(&[4, 4, 4, 4]) && (1..=3).contains(&g.size(4)),
-            _ => false,
-        };
-        (sep && shape).then_some(g.end[k])
-    })
+    (0..g.len)
+        .rev()
+        .find(|&k| card_shape(h, g, k))
+        .map(|k| g.end[k])
 }
 
 /// Digit groups separated by single separators: `4111 1111`, `123-45-6789`, `10.0.0.1`.
@@ -437,8 +446,7 @@ impl Scanner {
             let found = match b {
                 b'@' => self.email(h, i),
                 b':' | b'=' => self.at_separator(h, i),
-                b'+' => self.phone_international(h, i),
-                _ => self.phone_parenthesized(h, i),
+                _ => self.phone(h, i),
             };
             (found, i + 1)
         };
@@ -702,7 +710,7 @@ impl Scanner {
         match h.get(j).copied() {
             // A plain short number followed by a space or punctuation: the common case.
             None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t')
-                if j - s < 9 =>
+                if j - s < 8 =>
             {
                 return (None, j);
             }
@@ -737,8 +745,10 @@ impl Scanner {
     /// checks (the numbers inside it are not phone numbers).
     fn numeric_groups(&self, h: &[u8], s: usize, j: usize) -> (Option<Finding>, usize) {
         let grouped = matches!(h.get(j), Some(b' ' | b'-' | b'.' | b'/'))
-            && h.get(j + 1).copied().is_some_and(is_digit);
-        if !grouped && j - s < 9 {
+            && h.get(j + 1)
+                .copied()
+                .is_some_and(|b| is_digit(b) || b == b'(');
+        if !grouped && j - s < 8 {
             return (None, j);
         }
         let g = Groups::parse(h, s);
@@ -746,7 +756,10 @@ impl Scanner {
         if found.is_some() {
             return (found, j);
         }
-        (None, card_shape_end(h, &g).unwrap_or(j))
+        let card_end = (g.digits(g.len - 1) >= 12)
+            .then(|| card_shape_end(h, &g))
+            .flatten();
+        (None, card_end.unwrap_or(j))
     }
 
     fn numeric_shapes(&self, h: &[u8], s: usize, g: &Groups) -> Option<Finding> {
@@ -759,160 +772,51 @@ impl Scanner {
         {
             return Some(f);
         }
-        // Cards: 13 to 19 digits in the usual groupings.
-        if self.on(Id::Card) && g.digits(g.len - 1) >= 13 {
+        // Cards: 12 to 19 digits in the usual groupings.
+        if self.on(Id::Card) && g.digits(g.len - 1) >= 12 {
             for k in (0..g.len).rev() {
-                if !boundary(h, g.end[k]) || !g.seps_in(k, b" -") {
-                    continue;
-                }
-                let d = g.digits(k);
-                let shape = match k {
-                    0 => (13..=19).contains(&d),
-                    2 => g.sizes_are(&[4, 6]) && (4..=5).contains(&g.size(2)),
-                    3 => g.sizes_are(&[4, 4, 4]) && (1..=7).contains(&g.size(3)),
-                    4 => g.sizes_are(&[4, 4, 4, 4]) && (1..=3).contains(&g.size(4)),
-                    _ => false,
-                };
-                if shape && let Some(f) = self.accept(Id::Card, h, s, g.end[k]) {
+                if card_shape(h, g, k)
+                    && let Some(f) = self.accept(Id::Card, h, s, g.end[k])
+                {
                     return Some(f);
                 }
             }
         }
         // SSN: 3-2-4 with dashes or spaces.
-        if g.sizes_are(&[3, 2, 4])
+        let ssn_shape = g.sizes_are(&[3, 2, 4])
             && g.sep[0] == g.sep[1]
             && matches!(g.sep[0], b'-' | b' ')
-            && boundary(h, g.end[2])
-            && let Some(f) = self.accept(Id::Ssn, h, s, g.end[2])
-        {
+            && boundary(h, g.end[2]);
+        if ssn_shape && let Some(f) = self.accept(Id::Ssn, h, s, g.end[2]) {
             return Some(f);
         }
-        // North American: 3-3-4, optionally after a leading 1.
-        for (first, sizes) in [(0, [3, 3, 4]), (1, [3, 3, 4])] {
-            let fits = if first == 0 {
-                g.sizes_are(&sizes)
-            } else {
-                g.len >= 4 && g.size(0) == 1 && h[s] == b'1' && {
-                    (1..4).all(|i| g.size(i) == sizes[i - 1])
-                }
-            };
-            let last = first + 2;
-            if fits
-                && g.seps_in(last, b" .-")
-                && boundary(h, g.end[last])
-                && let Some(f) = self.accept(Id::PhoneUs, h, s, g.end[last])
-            {
-                return Some(f);
-            }
+        // A card- or SSN-shaped number that failed its checks is no phone number.
+        let digits = g.digits(g.len - 1);
+        if ssn_shape || (digits >= 12 && card_shape_end(h, g).is_some()) {
+            return None;
         }
-        // National numbers with a trunk 0.
-        if h[s] == b'0' && h.get(s + 1).is_some_and(|b| (b'1'..=b'9').contains(b)) {
-            return self.phone_national(h, s, g);
+        // Phone numbers have seven digits or more (`8 (066) ...` goes on past the groups).
+        let paren_next = h.get(g.end[g.len - 1] + 1) == Some(&b'(');
+        if digits < 7 && !paren_next {
+            return None;
         }
-        None
+        self.phone(h, s)
     }
 
-    fn phone_national(&self, h: &[u8], s: usize, g: &Groups) -> Option<Finding> {
-        if !self.on(Id::PhoneNational) {
+    /// A phone number at `s` (a digit, `+` or `(`): see `phone.rs`.
+    fn phone(&self, h: &[u8], s: usize) -> Option<Finding> {
+        if !self.on(Id::PhoneIntl) && !self.on(Id::PhoneNational) {
             return None;
         }
-        // France: 0X XX XX XX XX.
-        if g.sizes_are(&[2, 2, 2, 2, 2])
-            && g.seps_in(4, b" .-")
-            && boundary(h, g.end[4])
-            && let Some(f) = self.accept(Id::PhoneNational, h, s, g.end[4])
-        {
-            return Some(f);
-        }
-        for k in (0..g.len.min(3)).rev() {
-            if !boundary(h, g.end[k]) {
-                continue;
-            }
-            let (a, b, c) = (g.size(0), g.size(1), g.size(2));
-            let shape = match k {
-                0 => (9..=13).contains(&a),
-                1 => {
-                    g.seps_in(1, b" /-")
-                        && (((3..=5).contains(&a) && (5..=8).contains(&b))
-                            || ((6..=9).contains(&a) && (3..=4).contains(&b) && g.sep[0] != b'/'))
-                }
-                2 => {
-                    matches!(g.sep[0], b' ' | b'/' | b'-')
-                        && matches!(g.sep[1], b' ' | b'-')
-                        && (3..=5).contains(&a)
-                        && (3..=4).contains(&b)
-                        && (3..=4).contains(&c)
-                }
-                _ => false,
-            };
-            if shape && let Some(f) = self.accept(Id::PhoneNational, h, s, g.end[k]) {
-                return Some(f);
-            }
-        }
-        None
-    }
-
-    /// `+` and a country code: `+44 20 7946 0958`, `+1 (415) 555-0100`, `+33 (0)1 23 45 67 89`.
-    fn phone_international(&self, h: &[u8], s: usize) -> Option<Finding> {
-        if !self.on(Id::PhoneIntl) || !h.get(s + 1).copied().is_some_and(is_digit) {
-            return None;
-        }
-        let mut j = s + 1;
-        let mut end = s;
-        let mut parens = 0;
-        while j < h.len() && j - s < 32 {
-            match h[j] {
-                b if is_digit(b) => {
-                    j += 1;
-                    end = j;
-                }
-                b' ' | b'.' | b'-' if h.get(j + 1).is_some_and(|&n| is_digit(n) || n == b'(') => {
-                    j += 1
-                }
-                b'(' if parens == 0 => {
-                    let Some(close) = h[j + 1..].iter().take(5).position(|&b| b == b')') else {
-                        break;
-                    };
-                    let inner = &h[j + 1..j + 1 + close];
-                    if inner.is_empty() || !inner.iter().all(|&b| is_digit(b)) {
-                        break;
-                    }
-                    parens += 1;
-                    j += close + 2;
-                    if h.get(j).copied().is_some_and(is_digit) {
-                        continue;
-                    }
-                    if !matches!(h.get(j), Some(b' ' | b'.' | b'-')) {
-                        break;
-                    }
-                }
-                _ => break,
-            }
-        }
-        if end <= s + 1 || !boundary(h, end) {
-            return None;
-        }
-        self.accept(Id::PhoneIntl, h, s, end)
-    }
-
-    /// `(415) 555-0100`.
-    fn phone_parenthesized(&self, h: &[u8], s: usize) -> Option<Finding> {
-        let b = h.get(s..s + 5)?;
-        let area = b[1..4].iter().all(|&d| is_digit(d)) && b[4] == b')';
-        if !area || !self.on(Id::PhoneUs) {
-            return None;
-        }
-        let mut j = s + 5;
-        if matches!(h.get(j), Some(b' ' | b'.' | b'-')) {
-            j += 1;
-        }
-        let rest = h.get(j..j + 8)?;
-        let shape = rest[..3].iter().all(|&d| is_digit(d))
-            && matches!(rest[3], b' ' | b'.' | b'-')
-            && rest[4..].iter().all(|&d| is_digit(d));
-        (shape && boundary(h, j + 8))
-            .then(|| self.accept(Id::PhoneUs, h, s, j + 8))
-            .flatten()
+        let phone = phone::find(h, s)?;
+        let id = if phone.international {
+            Id::PhoneIntl
+        } else {
+            Id::PhoneNational
+        };
+        let mut finding = self.accept(id, h, s, phone.end)?;
+        finding.score = phone.score;
+        Some(finding)
     }
 
     /// `@`: the domain to the right; the validator finds the local part to the left.
