@@ -77,27 +77,34 @@
 //!
 //! # Engine
 //!
+//! Detection runs on a normalized view: fullwidth forms (`ｂｏｂ＠ｅｘａｍｐｌｅ．ｃｏｍ`) become
+//! ASCII, zero-width characters and soft hyphens are dropped, non-breaking and other Unicode
+//! spaces and hyphens become ASCII ones, and every finding is mapped back to the original
+//! bytes, so `4111<ZWSP>1111<ZWSP>1111<ZWSP>1111` is one card finding over all of them.
+//!
 //! The built-in detectors are found in one forward pass over the bytes: a loop that skips
 //! every byte that cannot begin an entity (letters, spaces, most punctuation, all non-ASCII
-//! bytes, eight at a time where it can) and stops only at digits and at `@`, `:`, `=`, `+`,
-//! `(`, where it tries just the rules that can match there, matching numeric shapes by hand
-//! and skipping dates and times whole. The detectors with a literal prefix (`eyJ`, `AKIA`,
-//! `ghp_`, `sk-`, `xox`, `AIza`, `Bearer`, `-----BEGIN`, ...) are found by an Aho-Corasick
-//! search for those prefixes, each hit confirmed by the rule's regex anchored there.
-//! Validators (Luhn, mod 97, checksums, ranges, entropy) run after a match. Word boundaries
-//! are ASCII (`[A-Za-z0-9_]`), so non-ASCII text is as fast as ASCII text. Custom detectors
-//! and deny-lists are one multi-pattern regex, searched once. `cargo run --release -p
-//! harness-bench -- redaction` compares the engine with one `RegexSet::matches` pass over
-//! the same patterns.
+//! bytes, eight at a time) and stops only at digits and at `@`, `:`, `=`, `+`, `(`, where it
+//! tries just the rules that can match there, matching numeric shapes by hand and skipping
+//! dates and times whole. The detectors with a literal prefix (`eyJ`, `AKIA`, `ghp_`, `sk-`,
+//! `xox`, `AIza`, `Bearer`, `-----BEGIN`, ...) are found by an Aho-Corasick search for those
+//! prefixes, each hit confirmed by the rule's regex anchored there. Validators (Luhn, mod 97,
+//! checksums, ranges, entropy) run after a match. Word boundaries are ASCII
+//! (`[A-Za-z0-9_]`), so non-ASCII text is as fast as ASCII text. Each custom detector is
+//! searched on its own. `cargo run --release -p harness-bench -- redaction` compares the
+//! engine with one `RegexSet::matches` pass over the same patterns.
 //!
-//! Overlaps: findings never overlap. The leftmost start wins; at the same start, custom
-//! detectors (deny-lists first) win over built-ins, and among built-ins the table order
-//! (private keys, JWTs, URLs, API keys, secrets, emails, IBANs, Bitcoin, MACs, IPs, cards,
-//! SSNs, phones) decides; a candidate its validator rejects gives way to the next shape that
-//! can start there, and a rejected card- or IBAN-shaped number is skipped whole. A keyword
-//! secret is narrowed to its value, and when a specific detector matches the whole value (an
-//! AWS key after `api_key=`) the finding takes that detector's entity. Values on the
-//! allow-list are skipped.
+//! Overlaps: findings never overlap, and adding a detector never shows a byte that was
+//! hidden. Overlapping findings merge into one over their union, named after the longest
+//! (a deny-list `alice` inside `alice.liddell@example.com` hides the whole address, as
+//! `<EMAIL_ADDRESS>`); among equally long ones custom detectors (deny-lists first) come
+//! before built-ins, and among built-ins the table order (private keys, JWTs, URLs, API
+//! keys, secrets, emails, IBANs, Bitcoin, MACs, IPs, cards, SSNs, phones) decides. A
+//! candidate its validator rejects gives way to the next shape that can start there, and a
+//! rejected card-, SSN- or IBAN-shaped number is skipped whole. A keyword secret is narrowed
+//! to its value, and when a specific detector matches the whole value (an AWS key after
+//! `api_key=`) the finding takes that detector's entity. Values on the allow-list are
+//! skipped. An email's local part is hidden whole, however long.
 //!
 //! # Operators
 //!
@@ -117,7 +124,8 @@
 //! # Streaming
 //!
 //! [`StreamRedactor`] redacts text deltas as they arrive; a value split across deltas is
-//! still caught and no text is held back more than the window.
+//! still caught (look-alike characters included) and no text is held back more than the
+//! window.
 //!
 //! # Command line
 //!

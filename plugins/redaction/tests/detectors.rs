@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Every built-in detector: values it must find, and look-alikes it must not.
 
-use harness_redaction::{Entity, Finding, Redactor};
+use harness_redaction::{Detector, Entity, Finding, Redactor};
 
 fn redactor() -> Redactor {
     Redactor::new().unwrap()
@@ -504,4 +504,190 @@ fn dates_and_times_are_skipped_but_do_not_hide_what_follows() {
                 2024-01-15 10:23:45 ssn 123-45-6789";
     let got: Vec<String> = found(text).into_iter().map(|(e, _, _)| e).collect();
     assert_eq!(got, ["PHONE_NUMBER", "IP_ADDRESS", "US_SSN"]);
+}
+
+#[test]
+fn look_alike_characters_do_not_hide_an_entity() {
+    for (text, entity, value) in [
+        (
+            "mail ｂｏｂ＠ｅｘａｍｐｌｅ．ｃｏｍ now",
+            "EMAIL_ADDRESS",
+            "ｂｏｂ＠ｅｘａｍｐｌｅ．ｃｏｍ",
+        ),
+        (
+            "card 4111\u{200B}1111\u{200B}1111\u{200B}1111 ok",
+            "CREDIT_CARD",
+            "4111\u{200B}1111\u{200B}1111\u{200B}1111",
+        ),
+        (
+            "to bob\u{00AD}smith@exam\u{00AD}ple.com today",
+            "EMAIL_ADDRESS",
+            "bob\u{00AD}smith@exam\u{00AD}ple.com",
+        ),
+        (
+            "call +44\u{00A0}20\u{202F}7946\u{2009}0958 now",
+            "PHONE_NUMBER",
+            "+44\u{00A0}20\u{202F}7946\u{2009}0958",
+        ),
+        (
+            "ssn １２３－４５－６７８９.",
+            "US_SSN",
+            "１２３－４５－６７８９",
+        ),
+        (
+            "tel 555\u{2013}0147 \u{FEFF}",
+            "PHONE_NUMBER",
+            "555\u{2013}0147",
+        ),
+    ] {
+        let got = found(text);
+        assert!(
+            got.iter().any(|(e, _, v)| e == entity && v == value),
+            "expected {entity} `{value}` in `{text}`, got {got:?}"
+        );
+        let out = redactor().redact(text).unwrap().text.into_owned();
+        assert!(!out.contains(value), "{out}");
+    }
+}
+
+#[test]
+fn an_email_local_part_past_64_bytes_is_redacted_whole() {
+    let local =
+        "a.very.long.local.part.that.goes.on.and.on.past.the.sixty.four.bytes.rfc5321.allows";
+    assert!(local.len() > 64);
+    let text = format!("write to {local}@example.com today");
+    assert_eq!(
+        redactor().redact(&text).unwrap().text,
+        "write to <EMAIL_ADDRESS> today"
+    );
+}
+
+#[test]
+fn a_deny_list_entry_inside_a_longer_finding_hides_the_union() {
+    let r = Redactor::builder()
+        .detector(Detector::deny_list("PERSON", ["alice"]))
+        .build()
+        .unwrap();
+    let out = r
+        .redact("from alice.liddell@example.com and alice")
+        .unwrap();
+    assert_eq!(out.text, "from <EMAIL_ADDRESS> and <PERSON>");
+    // The same span: the custom detector names it.
+    let r = Redactor::builder()
+        .detector(Detector::regex("CONTACT", r"bob@example\.com"))
+        .build()
+        .unwrap();
+    assert_eq!(r.redact("bob@example.com").unwrap().text, "<CONTACT>");
+    // Overlapping from the left: the union of both.
+    let r = Redactor::builder()
+        .detector(Detector::regex("TICKET", r"ref 4111"))
+        .build()
+        .unwrap();
+    assert_eq!(
+        r.redact("ref 4111 1111 1111 1111 ok").unwrap().text,
+        "<CREDIT_CARD> ok"
+    );
+}
+
+mod adding_detectors {
+    use harness_redaction::{Detector, Redactor};
+    use proptest::prelude::*;
+
+    /// Pieces of text: words, separators, and values the built-ins find.
+    const PIECES: &[&str] = &[
+        "alice",
+        "liddell",
+        "bob",
+        "smith",
+        "order",
+        "call",
+        "card",
+        " ",
+        " ",
+        ", ",
+        ".",
+        "-",
+        "@",
+        ":",
+        "\n",
+        "example.com",
+        "alice.liddell@example.com",
+        "bob@example.com",
+        "4111 1111 1111 1111",
+        "+44 20 7946 0958",
+        "(415) 555-2671",
+        "123-45-6789",
+        "10.0.0.1",
+        "2024-01-15",
+        "4827361920",
+        "06-12345678",
+        "ｂｏｂ＠ｅｘ．ｃｏｍ",
+        "\u{200B}",
+        "\u{00A0}",
+        "password: hunter2!",
+        "ünï",
+        "12",
+        "555",
+    ];
+
+    /// Patterns for random regex detectors.
+    const PATTERNS: &[&str] = &[
+        r"[a-z]+",
+        r"[0-9]{2,4}",
+        r"[a-z]+@",
+        r"\d+ \d+",
+        r"[0-9]{3}-",
+        r"e\w+",
+        r"\.com",
+        r"1111 1111",
+        r"[^ ]{3}",
+        r"liddell@ex",
+        r"\d",
+        r":\s*\w+",
+    ];
+
+    fn text() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(PIECES), 1..24).prop_map(|p| p.concat())
+    }
+
+    fn detector() -> impl Strategy<Value = Detector> {
+        prop_oneof![
+            prop::collection::vec(prop::sample::select(PIECES), 1..4)
+                .prop_map(|values| Detector::deny_list("DENY", values)),
+            prop::sample::select(PATTERNS).prop_map(|p| Detector::regex("CUSTOM", p)),
+        ]
+    }
+
+    /// Which bytes of `text` the redactor hides.
+    fn hidden(redactor: &Redactor, text: &str) -> Vec<bool> {
+        let mut hidden = vec![false; text.len()];
+        for f in redactor.find(text) {
+            hidden[f.start..f.end].iter_mut().for_each(|h| *h = true);
+        }
+        hidden
+    }
+
+    proptest! {
+        #[test]
+        fn never_reveals_a_byte(
+            text in text(),
+            base in prop::collection::vec(detector(), 0..3),
+            extra in prop::collection::vec(detector(), 1..4),
+        ) {
+            let build = |detectors: &[Detector]| {
+                detectors
+                    .iter()
+                    .cloned()
+                    .fold(Redactor::builder(), |b, d| b.detector(d))
+                    .build()
+                    .unwrap()
+            };
+            let without = hidden(&build(&base), &text);
+            let all: Vec<Detector> = base.iter().chain(&extra).cloned().collect();
+            let with = hidden(&build(&all), &text);
+            for (at, (&before, &after)) in without.iter().zip(&with).enumerate() {
+                prop_assert!(!before || after, "byte {at} of {text:?} is shown once {extra:?} are added");
+            }
+        }
+    }
 }

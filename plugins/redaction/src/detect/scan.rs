@@ -17,7 +17,7 @@ use regex_automata::meta::Regex;
 use regex_automata::{Anchored, Input, PatternID};
 
 use super::builtin::{Id, RULES, Rule};
-use super::{Finding, phone};
+use super::{Finding, phone, union};
 use crate::entity::Entity;
 
 /// ASCII word characters `[A-Za-z0-9_]`.
@@ -362,7 +362,20 @@ impl Scanner {
         }
         let mut structural = Vec::new();
         self.structural(h, from, &mut structural);
-        merge(literal, structural, out);
+        // Both lists are sorted; at the same start the literal rule comes first.
+        let mut all = Vec::with_capacity(literal.len() + structural.len());
+        let (mut a, mut b) = (
+            literal.into_iter().peekable(),
+            structural.into_iter().peekable(),
+        );
+        while let Some(next) = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if y.start < x.start => b.next(),
+            (Some(_), _) => a.next(),
+            (None, _) => b.next(),
+        } {
+            all.push(next);
+        }
+        union(all, out);
     }
 
     /// Findings of the literal-prefixed rules: one prefiltered search.
@@ -1094,25 +1107,30 @@ fn keyword_before(h: &[u8], k: usize) -> Option<usize> {
         .max()
 }
 
-/// Merges two sorted lists of findings: the leftmost start wins, `first` wins ties, and a
-/// finding that overlaps one already taken is dropped.
-pub(crate) fn merge(first: Vec<Finding>, second: Vec<Finding>, out: &mut Vec<Finding>) {
-    let (mut a, mut b) = (first.into_iter().peekable(), second.into_iter().peekable());
-    let mut last_end: Option<usize> = out.last().map(|f| f.end);
-    loop {
-        let take_a = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => x.start <= y.start,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
-        let Some(finding) = (if take_a { a.next() } else { b.next() }) else {
-            break;
-        };
-        if last_end.is_some_and(|end| finding.start < end) {
-            continue;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_eight_byte_stop_search_agrees_with_the_table() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let alphabet = b"ab ,.-/;<>?09:=+(@)\xc3\xa9\x80\xff\"'\n";
+        for _ in 0..2000 {
+            let len = (state % 40) as usize;
+            let text: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            for from in 0..=text.len() {
+                let naive = (from..text.len())
+                    .find(|&i| STOP[text[i] as usize])
+                    .unwrap_or(text.len());
+                assert_eq!(next_stop(&text, from), naive, "{text:?} from {from}");
+            }
         }
-        last_end = Some(finding.end);
-        out.push(finding);
     }
 }

@@ -470,7 +470,8 @@ fn extend_left(h: &[u8], at: usize, max: usize, allowed: impl Fn(u8) -> bool) ->
 /// No empty labels, no label starting or ending with a hyphen.
 pub(crate) fn email(h: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
     let local_byte = |b: u8| is_alnum(b) || matches!(b, b'.' | b'_' | b'%' | b'+' | b'-');
-    let mut start = extend_left(h, at, 64, local_byte);
+    // No length limit: a local part past the 64 bytes RFC 5321 allows is still hidden whole.
+    let mut start = extend_left(h, at, usize::MAX, local_byte);
     while start < at && !is_alnum(h[start]) {
         start += 1;
     }

@@ -1,0 +1,145 @@
+//! The normalized view detection runs on, so look-alike characters do not hide an entity.
+//!
+//! - fullwidth forms (`ｂｏｂ＠ｅｘａｍｐｌｅ．ｃｏｍ`, `４１１１`) become their ASCII letters, digits
+//!   and punctuation;
+//! - zero-width and invisible characters (zero-width space, non-joiner and joiner, word
+//!   joiner and invisible operators, byte order mark, Mongolian vowel separator) and soft
+//!   hyphens are dropped;
+//! - non-breaking and other Unicode spaces (U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029,
+//!   U+202F, U+205F, U+3000) become a space;
+//! - Unicode hyphens (U+2010–U+2013, U+2212) become `-`.
+//!
+//! Text without any of them (the common case, found by a vectorized search for their first
+//! bytes) is scanned as it is. Otherwise findings are made on the normalized copy and mapped
+//! back, so a finding covers the original bytes, the dropped characters inside it included.
+
+use memchr::{memchr2, memchr3};
+
+/// What a character becomes in the normalized view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fold {
+    /// Dropped.
+    Drop,
+    /// This ASCII byte.
+    Ascii(u8),
+    /// Kept as it is.
+    Keep,
+}
+
+/// What `c` becomes in the normalized view.
+pub(crate) fn fold(c: char) -> Fold {
+    match c {
+        '\u{00AD}'
+        | '\u{180E}'
+        | '\u{200B}'..='\u{200D}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{FEFF}' => Fold::Drop,
+        '\u{00A0}'
+        | '\u{1680}'
+        | '\u{2000}'..='\u{200A}'
+        | '\u{2028}'
+        | '\u{2029}'
+        | '\u{202F}'
+        | '\u{205F}'
+        | '\u{3000}' => Fold::Ascii(b' '),
+        '\u{2010}'..='\u{2013}' | '\u{2212}' => Fold::Ascii(b'-'),
+        '\u{FF01}'..='\u{FF5E}' => Fold::Ascii((u32::from(c) - 0xFF01 + 0x21) as u8),
+        _ => Fold::Keep,
+    }
+}
+
+/// A character the view changed: where it is in both texts and how long it is in each.
+#[derive(Clone, Copy, Debug)]
+struct Edit {
+    /// Its offset in the normalized text.
+    norm: usize,
+    /// Original bytes minus normalized bytes, summed over this edit and every one before.
+    shift: usize,
+    /// Dropped (no byte in the normalized text).
+    dropped: bool,
+}
+
+/// The normalized view of a text that needed one, with the way back to the original.
+#[derive(Debug)]
+pub(crate) struct Normalized {
+    pub(crate) text: String,
+    edits: Vec<Edit>,
+}
+
+/// The first bytes of the UTF-8 encodings of the characters [`fold`] changes.
+fn may_need(text: &[u8]) -> bool {
+    memchr3(0xC2, 0xE2, 0xEF, text).is_some() || memchr2(0xE1, 0xE3, text).is_some()
+}
+
+impl Normalized {
+    /// The normalized view of `text`, or `None` when it is the text itself.
+    pub(crate) fn of(text: &str) -> Option<Normalized> {
+        if !may_need(text.as_bytes()) {
+            return None;
+        }
+        let first = text.char_indices().find(|&(_, c)| fold(c) != Fold::Keep)?.0;
+        let mut out = String::with_capacity(text.len());
+        out.push_str(&text[..first]);
+        let mut edits = Vec::new();
+        let mut shift = 0;
+        for c in text[first..].chars() {
+            match fold(c) {
+                Fold::Keep => out.push(c),
+                Fold::Drop => {
+                    shift += c.len_utf8();
+                    edits.push(Edit {
+                        norm: out.len(),
+                        shift,
+                        dropped: true,
+                    });
+                }
+                Fold::Ascii(b) => {
+                    shift += c.len_utf8() - 1;
+                    edits.push(Edit {
+                        norm: out.len(),
+                        shift,
+                        dropped: false,
+                    });
+                    out.push(char::from(b));
+                }
+            }
+        }
+        Some(Normalized { text: out, edits })
+    }
+
+    /// The original offset of normalized offset `at` as the start of a span: after the
+    /// characters dropped just before it.
+    pub(crate) fn start(&self, at: usize) -> usize {
+        let i = self
+            .edits
+            .partition_point(|e| e.norm < at || (e.norm == at && e.dropped));
+        at + i.checked_sub(1).map_or(0, |i| self.edits[i].shift)
+    }
+
+    /// The original offset of normalized offset `at` as the end of a span: after the whole
+    /// original character of the last byte, before the characters dropped after it.
+    pub(crate) fn end(&self, at: usize) -> usize {
+        let i = self.edits.partition_point(|e| e.norm < at);
+        at + i.checked_sub(1).map_or(0, |i| self.edits[i].shift)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_and_maps_back() {
+        let text = "mail ｂｏｂ＠ｅｘ.com or 4111\u{200B}1111\u{00A0}x \u{00AD}";
+        let view = Normalized::of(text).unwrap();
+        assert_eq!(view.text, "mail bob@ex.com or 41111111 x ");
+        let at = view.text.find("bob").unwrap();
+        let end = view.text.find(".com").unwrap() + 4;
+        assert_eq!(&text[view.start(at)..view.end(end)], "ｂｏｂ＠ｅｘ.com");
+        let at = view.text.find("4111").unwrap();
+        assert_eq!(&text[view.start(at)..view.end(at + 8)], "4111\u{200B}1111");
+        // A dropped character at the very end is not part of a span ending there.
+        assert_eq!(view.end(view.text.len()), text.len() - "\u{00AD}".len());
+        assert!(Normalized::of("plain — text €").is_none());
+    }
+}
