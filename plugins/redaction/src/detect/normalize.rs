@@ -13,7 +13,7 @@
 //! bytes) is scanned as it is. Otherwise findings are made on the normalized copy and mapped
 //! back, so a finding covers the original bytes, the dropped characters inside it included.
 
-use memchr::{memchr2, memchr3};
+use memchr::{memchr2_iter, memchr3_iter};
 
 /// What a character becomes in the normalized view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,45 +66,62 @@ pub(crate) struct Normalized {
     edits: Vec<Edit>,
 }
 
-/// The first bytes of the UTF-8 encodings of the characters [`fold`] changes.
-fn may_need(text: &[u8]) -> bool {
-    memchr3(0xC2, 0xE2, 0xEF, text).is_some() || memchr2(0xE1, 0xE3, text).is_some()
+/// The offsets, in order, of the bytes that start the UTF-8 encodings of the characters
+/// [`fold`] changes (and of some characters it keeps).
+fn candidates(text: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let mut a = memchr3_iter(0xC2, 0xE2, 0xEF, text).peekable();
+    let mut b = memchr2_iter(0xE1, 0xE3, text).peekable();
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if y < x => b.next(),
+        (Some(_), _) => a.next(),
+        (None, _) => b.next(),
+    })
 }
 
 impl Normalized {
     /// The normalized view of `text`, or `None` when it is the text itself.
     pub(crate) fn of(text: &str) -> Option<Normalized> {
-        if !may_need(text.as_bytes()) {
-            return None;
-        }
-        let first = text.char_indices().find(|&(_, c)| fold(c) != Fold::Keep)?.0;
-        let mut out = String::with_capacity(text.len());
-        out.push_str(&text[..first]);
-        let mut edits = Vec::new();
+        let mut view: Option<Normalized> = None;
+        let mut copied = 0;
         let mut shift = 0;
-        for c in text[first..].chars() {
-            match fold(c) {
-                Fold::Keep => out.push(c),
-                Fold::Drop => {
+        for at in candidates(text.as_bytes()) {
+            // Lead bytes only, so `at` is a character boundary.
+            let Some(c) = text.get(at..).and_then(|rest| rest.chars().next()) else {
+                continue;
+            };
+            let folded = fold(c);
+            if folded == Fold::Keep {
+                continue;
+            }
+            let view = view.get_or_insert_with(|| Normalized {
+                text: String::with_capacity(text.len()),
+                edits: Vec::new(),
+            });
+            view.text.push_str(&text[copied..at]);
+            copied = at + c.len_utf8();
+            match folded {
+                Fold::Ascii(b) => {
+                    shift += c.len_utf8() - 1;
+                    view.edits.push(Edit {
+                        norm: view.text.len(),
+                        shift,
+                        dropped: false,
+                    });
+                    view.text.push(char::from(b));
+                }
+                _ => {
                     shift += c.len_utf8();
-                    edits.push(Edit {
-                        norm: out.len(),
+                    view.edits.push(Edit {
+                        norm: view.text.len(),
                         shift,
                         dropped: true,
                     });
                 }
-                Fold::Ascii(b) => {
-                    shift += c.len_utf8() - 1;
-                    edits.push(Edit {
-                        norm: out.len(),
-                        shift,
-                        dropped: false,
-                    });
-                    out.push(char::from(b));
-                }
             }
         }
-        Some(Normalized { text: out, edits })
+        let mut view = view?;
+        view.text.push_str(&text[copied..]);
+        Some(view)
     }
 
     /// The original offset of normalized offset `at` as the start of a span: after the

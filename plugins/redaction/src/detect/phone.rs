@@ -435,15 +435,13 @@ pub(crate) fn find(h: &[u8], s: usize) -> Option<Phone> {
         if !accepted {
             continue;
         }
-        let base = match strength {
-            Strength::Strong => 0.85,
-            Strength::Medium => 0.7,
-            Strength::Weak => 0.5,
-        };
-        let score = if words == Some(Keyword::Phone) {
-            base + 0.1
-        } else {
-            base
+        let phone_word = words == Some(Keyword::Phone);
+        let score = match (strength, phone_word) {
+            (Strength::Strong, true) => 0.95,
+            (Strength::Strong, false) => 0.85,
+            (Strength::Medium, true) => 0.8,
+            (Strength::Medium, false) => 0.7,
+            (Strength::Weak, _) => 0.6,
         };
         return Some(Phone {
             end,

@@ -428,6 +428,20 @@ impl Scanner {
             if i >= n {
                 break;
             }
+            // The most common stops start nothing; decide those here, without the call.
+            let b = h[i];
+            if is_digit(b) {
+                if let Some(end) = plain_number_end(h, i) {
+                    i = end;
+                    continue;
+                }
+            } else if matches!(b, b':' | b'=')
+                && !(b == b':' && matches!(h.get(i + 1), Some(b'/' | b':')))
+                && !may_end_keyword(h, keyword_end(h, i))
+            {
+                i += 1;
+                continue;
+            }
             let (found, next) = self.at_stop(h, i);
             match found {
                 Some(finding) => {
@@ -721,12 +735,8 @@ impl Scanner {
             e
         };
         match h.get(j).copied() {
-            // A plain short number followed by a space or punctuation: the common case.
-            None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t')
-                if j - s < 8 =>
-            {
-                return (None, j);
-            }
+            // (A plain short number followed by punctuation never gets here: see
+            // `plain_number_end`.)
             Some(c) if is_word(c) => {
                 // `12ms`, `3f2504e0`, `1BvBMSEY...`: hex chains and Bitcoin only.
                 let found = self.hex_colon(h, s).or_else(|| {
@@ -950,13 +960,7 @@ impl Scanner {
         if i > 0 && matches!(h[i - 1], b':' | b'=') {
             return None; // the second byte of `:=`, `==`
         }
-        let mut k = i;
-        while k > 0 && i - k < 3 && matches!(h[k - 1], b' ' | b'\t') {
-            k -= 1;
-        }
-        if k > 0 && matches!(h[k - 1], b'"' | b'\'') {
-            k -= 1;
-        }
+        let k = keyword_end(h, i);
         let keyword = keyword_before(h, k)?;
         let kw_start = k - keyword;
         let mut j = i + 1;
@@ -1054,6 +1058,82 @@ impl Scanner {
     }
 }
 
+/// Where the keyword before the separator at `i` would end: before up to three spaces or
+/// tabs and a quote (`"password" : `).
+#[inline(always)]
+fn keyword_end(h: &[u8], i: usize) -> usize {
+    let mut k = i;
+    while k > 0 && i - k < 3 && matches!(h[k - 1], b' ' | b'\t') {
+        k -= 1;
+    }
+    if k > 0 && matches!(h[k - 1], b'"' | b'\'') {
+        k -= 1;
+    }
+    k
+}
+
+/// The two letters before `k` end some secret keyword (each ends in one of these pairs): a
+/// quick reject for every other name.
+#[inline(always)]
+fn may_end_keyword(h: &[u8], k: usize) -> bool {
+    let (Some(&before), Some(&last)) = (
+        k.checked_sub(2).and_then(|i| h.get(i)),
+        k.checked_sub(1).and_then(|i| h.get(i)),
+    ) else {
+        return false;
+    };
+    matches!(
+        [before.to_ascii_lowercase(), last.to_ascii_lowercase()],
+        [b'r' | b'w', b'd']
+            | [b's', b'e']
+            | [b'e', b't' | b'y' | b'n']
+            | [b'a', b'l']
+            | [b'l', b's']
+    )
+}
+
+/// Where a plain number at `s` ends, when nothing can start there (and it is not inside a
+/// chain of hex groups such as `AA-0D-...`): fewer than eight digits followed by punctuation
+/// no numeric shape goes on with, or by a space and no digit (`3 tables`); or a word of
+/// digits and then letters that are not hex digits (`123ms`), unless it may be a Bitcoin
+/// address (those start with 1 or 3).
+#[inline(always)]
+fn plain_number_end(h: &[u8], s: usize) -> Option<usize> {
+    if s > 0 && is_word(h[s - 1])
+        || s >= 2 && matches!(h[s - 1], b':' | b'-' | b'.') && h[s - 2].is_ascii_hexdigit()
+    {
+        return None;
+    }
+    let mut j = s + 1;
+    while j < h.len() && j - s < 8 && is_digit(h[j]) {
+        j += 1;
+    }
+    if j - s >= 8 {
+        return None;
+    }
+    match h.get(j).copied() {
+        None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t' | b'%') => {
+            Some(j)
+        }
+        Some(b' ') => (!h
+            .get(j + 1)
+            .copied()
+            .is_some_and(|b| is_digit(b) || b == b'('))
+        .then_some(j),
+        Some(c)
+            if (c.is_ascii_alphabetic() && !c.is_ascii_hexdigit() || c == b'_')
+                && !matches!(h[s], b'1' | b'3') =>
+        {
+            let mut end = j;
+            while end < h.len() && is_word(h[end]) {
+                end += 1;
+            }
+            Some(end)
+        }
+        _ => None,
+    }
+}
+
 /// The length of the secret keyword ending at `k` (case-insensitive), if one does.
 fn keyword_before(h: &[u8], k: usize) -> Option<usize> {
     const KEYWORDS: &[&[u8]] = &[
@@ -1081,17 +1161,7 @@ fn keyword_before(h: &[u8], k: usize) -> Option<usize> {
         b"credential",
         b"credentials",
     ];
-    // Every keyword ends in one of these two letters: a quick reject for other names.
-    let last = h.get(k.checked_sub(1)?)?.to_ascii_lowercase();
-    let before = h.get(k.checked_sub(2)?)?.to_ascii_lowercase();
-    if !matches!(
-        [before, last],
-        [b'r' | b'w', b'd']
-            | [b's', b'e']
-            | [b'e', b't' | b'y' | b'n']
-            | [b'a', b'l']
-            | [b'l', b's']
-    ) {
+    if !may_end_keyword(h, k) {
         return None;
     }
     KEYWORDS
