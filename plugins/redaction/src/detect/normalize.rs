@@ -84,7 +84,21 @@ impl Normalized {
         let mut view: Option<Normalized> = None;
         let mut copied = 0;
         let mut shift = 0;
-        for at in candidates(text.as_bytes()) {
+        let bytes = text.as_bytes();
+        for at in candidates(bytes) {
+            // The second byte rules most characters out (kana, CJK punctuation, `€`, `…`).
+            let second = bytes.get(at + 1).copied().unwrap_or(0);
+            let may_fold = matches!(
+                (bytes[at], second),
+                (0xC2, 0xA0 | 0xAD)
+                    | (0xE1, 0x9A | 0xA0)
+                    | (0xE2, 0x80 | 0x81 | 0x88)
+                    | (0xE3, 0x80)
+                    | (0xEF, 0xBB..=0xBD)
+            );
+            if !may_fold {
+                continue;
+            }
             // Lead bytes only, so `at` is a character boundary.
             let Some(c) = text.get(at..).and_then(|rest| rest.chars().next()) else {
                 continue;

@@ -352,7 +352,8 @@ fn classify(h: &[u8], p: &Parts, k: usize) -> Option<(Strength, bool)> {
 
 /// The end of an extension after a number ending at `end` (`x31`, ` ext. 123`, ` #12`).
 fn extension(h: &[u8], end: usize) -> usize {
-    if !matches!(h.get(end), Some(b' ' | b'x' | b'X' | b'e' | b'E' | b'#')) {
+    let marker_start = |b: Option<&u8>| matches!(b, Some(b'x' | b'X' | b'e' | b'E' | b'#'));
+    if !(marker_start(h.get(end)) || h.get(end) == Some(&b' ') && marker_start(h.get(end + 1))) {
         return end;
     }
     let mut j = end;

@@ -57,33 +57,30 @@ fn is_digit(byte: u8) -> bool {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// The stop bytes of `x` (eight bytes, little-endian): the high bit of each byte that is a
-/// digit, `:`, `=`, `+`, `(` or `@`. The lowest set bit is exact: the range test is exact per
-/// byte, and an equality test can flag a byte above a real match, never one below it.
+/// The bytes of `x` (eight bytes, little-endian) in `(`..=`@`, each marked by its high bit:
+/// digits and the stop punctuation, with `)` to `/` and `;` to `?` along (the "has
+/// between" bit trick, exact per byte).
 #[inline(always)]
-fn stop_bits(x: u64) -> u64 {
-    // Bytes strictly between 0x2f and 0x3b, digits and `:` (the "has between" bit trick).
+fn stop_candidates(x: u64) -> u64 {
     let low7 = x & (ONES * 127);
-    let digits =
-        (ONES * (127 + 0x3b)).wrapping_sub(low7) & !x & low7.wrapping_add(ONES * (127 - 0x2f));
-    let equal = |c: u8| {
-        let y = x ^ (ONES * u64::from(c));
-        y.wrapping_sub(ONES) & !y
-    };
-    (digits | equal(b'=') | equal(b'+') | equal(b'(') | equal(b'@')) & HIGHS
+    (ONES * (127 + 0x41)).wrapping_sub(low7) & !x & low7.wrapping_add(ONES * (127 - 0x27)) & HIGHS
 }
 
 /// The position of the next stop byte at or after `i` (or `h.len()`): eight bytes at a time,
-/// then byte by byte for the last few.
+/// looking up only the candidates of a chunk, then byte by byte for the last few.
 #[inline(always)]
 fn next_stop(h: &[u8], mut i: usize) -> usize {
     let n = h.len();
     while i + 8 <= n {
         let mut chunk = [0u8; 8];
         chunk.copy_from_slice(&h[i..i + 8]);
-        let bits = stop_bits(u64::from_le_bytes(chunk));
-        if bits != 0 {
-            return i + (bits.trailing_zeros() / 8) as usize;
+        let mut bits = stop_candidates(u64::from_le_bytes(chunk));
+        while bits != 0 {
+            let at = i + (bits.trailing_zeros() / 8) as usize;
+            if STOP[h[at] as usize] {
+                return at;
+            }
+            bits &= bits - 1;
         }
         i += 8;
     }
