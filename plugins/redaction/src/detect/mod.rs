@@ -57,7 +57,7 @@ use regex_automata::meta::{self, Regex};
 use regex_automata::nfa::thompson::WhichCaptures;
 use serde::Serialize;
 
-use builtin::{Id, RULES, Rule};
+use builtin::{RULES, Rule};
 use normalize::Normalized;
 use scan::{LITERAL_RULES, Scanner};
 
@@ -260,20 +260,18 @@ impl Engine {
         for (slot, rule) in on.iter_mut().zip(&rules) {
             *slot = enabled(&rule.entity);
         }
-        let literal_ids: Vec<Id> = LITERAL_RULES
+        // Each literal-prefixed rule on its own: an anchored search of one pattern runs on
+        // the lazy DFA, where one pattern of a multi-pattern regex would not.
+        let literals = LITERAL_RULES
             .into_iter()
             .filter(|&id| on[id as usize])
-            .collect();
-        let literals = if literal_ids.is_empty() {
-            None
-        } else {
-            let patterns: Vec<&str> = literal_ids
-                .iter()
-                .map(|&id| rules[id as usize].pattern.as_ref())
-                .collect();
-            Some(compile(&patterns).map_err(|(_, message)| RedactionError::Build { message })?)
-        };
-        let scanner = Scanner::new(rules, literals, literal_ids, on);
+            .map(|id| {
+                compile(&[rules[id as usize].pattern.as_ref()])
+                    .map(|regex| (id, regex))
+                    .map_err(|(_, message)| RedactionError::Build { message })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let scanner = Scanner::new(rules, literals, on);
 
         // Deny-lists first, then regexes, in the order they were added. Each detector is
         // searched on its own, so one never hides another's match (see the overlap rule).

@@ -14,7 +14,7 @@
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use regex_automata::meta::Regex;
-use regex_automata::{Anchored, Input, PatternID};
+use regex_automata::{Anchored, Input};
 
 use super::builtin::{Id, RULES, Rule};
 use super::{Finding, phone, union};
@@ -306,21 +306,19 @@ const PREFIXES: &[(&str, Id)] = &[
 ];
 
 /// The built-in rules; an Aho-Corasick automaton over the literal prefixes and the regex of
-/// the enabled literal-prefixed rules (pattern `i` is rule `literal_ids[i]`), run anchored at
-/// each prefix found; and which rules are enabled.
+/// each enabled literal-prefixed rule, run anchored at each prefix found; and which rules are
+/// enabled.
 pub(crate) struct Scanner {
     rules: Vec<Rule>,
     prefixes: Option<AhoCorasick>,
-    literals: Option<Regex>,
-    literal_ids: Vec<Id>,
+    literals: Vec<(Id, Regex)>,
     enabled: [bool; RULES],
 }
 
 impl Scanner {
     pub(crate) fn new(
         rules: Vec<Rule>,
-        literals: Option<Regex>,
-        literal_ids: Vec<Id>,
+        literals: Vec<(Id, Regex)>,
         enabled: [bool; RULES],
     ) -> Scanner {
         let prefixes = AhoCorasick::builder()
@@ -331,7 +329,6 @@ impl Scanner {
             rules,
             prefixes,
             literals,
-            literal_ids,
             enabled,
         }
     }
@@ -377,9 +374,12 @@ impl Scanner {
 
     /// Findings of the literal-prefixed rules: one prefiltered search.
     fn literals(&self, h: &[u8], from: usize, out: &mut Vec<Finding>) {
-        let (Some(prefixes), Some(_)) = (&self.prefixes, &self.literals) else {
+        let Some(prefixes) = &self.prefixes else {
             return;
         };
+        if self.literals.is_empty() {
+            return;
+        }
         let mut at = from;
         while at < h.len() {
             let Some(m) = prefixes.find(aho_corasick::Input::new(h).range(at..)) else {
@@ -406,11 +406,8 @@ impl Scanner {
 
     /// Rule `id`'s regex, anchored at `at`, then its validator.
     fn literal_at(&self, id: Id, h: &[u8], at: usize) -> Option<Finding> {
-        let regex = self.literals.as_ref()?;
-        let index = self.literal_ids.iter().position(|&l| l == id)?;
-        let input = Input::new(h)
-            .range(at..)
-            .anchored(Anchored::Pattern(PatternID::new(index).ok()?));
+        let (_, regex) = self.literals.iter().find(|(l, _)| *l == id)?;
+        let input = Input::new(h).range(at..).anchored(Anchored::Yes);
         let m = regex.search(&input)?;
         self.accept(id, h, m.start(), m.end())
     }
