@@ -81,7 +81,6 @@
 mod client;
 mod config;
 mod error;
-mod tool;
 mod transport;
 
 use harness_core::harness::HarnessBuilder;

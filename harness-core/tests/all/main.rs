@@ -1,4 +1,5 @@
-//! Integration tests of harness-core: the display reducer and scheduler, the event bus, and the harness (approvals, event order, flow, subagents, threads, run failures).
+//! Integration tests of harness-core: the display reducer and scheduler, the event bus, and the
+//! harness (approvals, event order, flow, subagents, threads, run failures).
 //!
 //! One binary for every integration test of the crate, so that linking stays cheap.
 

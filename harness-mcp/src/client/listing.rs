@@ -16,8 +16,8 @@ use rmcp::service::{Peer, ServiceError};
 use serde_json::Value;
 
 use super::Inner;
+use super::tool::ServerTool;
 use crate::config::{McpServer, tool_name_char};
-use crate::tool::ServerTool;
 
 /// The longest tool name model providers accept.
 const MAX_TOOL_NAME: usize = 64;

@@ -13,6 +13,7 @@
 
 mod events;
 mod listing;
+mod tool;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,4 +1,5 @@
-//! Integration tests of harness-tags: the catalog, dispatch, and compile errors of the derive macro (trybuild).
+//! Integration tests of harness-tags: the catalog, dispatch, and compile errors of the derive macro
+//! (trybuild).
 //!
 //! One binary for every integration test of the crate, so that linking stays cheap.
 

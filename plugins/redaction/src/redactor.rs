@@ -13,7 +13,6 @@ use crate::detect::{Detector, Engine, Finding};
 use crate::entity::Entity;
 use crate::error::RedactionError;
 use crate::operator::{Operator, mask_into};
-use crate::stream::StreamRedactor;
 use crate::vault::Vault;
 
 /// The result of redacting a text.
@@ -387,10 +386,5 @@ impl Redactor {
     /// Restores the pseudonyms of `thread` in `text` (see [`Vault::restore`]).
     pub fn restore(&self, thread: Option<&str>, text: &str) -> Option<String> {
         self.vault.restore(thread.unwrap_or_default(), text)
-    }
-
-    /// A streaming redactor over this redactor (see [`StreamRedactor`]).
-    pub fn stream(&self, thread: Option<&str>) -> StreamRedactor<'_> {
-        StreamRedactor::new(self, thread)
     }
 }

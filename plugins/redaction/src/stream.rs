@@ -13,9 +13,11 @@
 //! line, then replaced as one `PRIVATE_KEY` finding.
 //!
 //! Entities longer than the window (other than key blocks) are caught only when they arrive
-//! within one window.
+//! within one window, and the words before a phone number count when they are within the
+//! 256 bytes of look-back (a CSV column header further up does not).
 
 use crate::detect::Finding;
+use crate::detect::normalize::{Fold, fold};
 use crate::entity::Entity;
 use crate::error::RedactionError;
 use crate::operator::Operator;
@@ -57,6 +59,13 @@ pub struct StreamRedactor<'r> {
     pending: String,
     /// Inside a private key block: its raw text so far.
     block: Option<String>,
+}
+
+impl Redactor {
+    /// A streaming redactor over this redactor (see [`StreamRedactor`]).
+    pub fn stream(&self, thread: Option<&str>) -> StreamRedactor<'_> {
+        StreamRedactor::new(self, thread)
+    }
 }
 
 impl<'r> StreamRedactor<'r> {
@@ -254,20 +263,36 @@ fn entity_byte(byte: u8) -> bool {
         )
 }
 
-/// The length of `pending` without its trailing run of bytes an entity could continue
-/// (spaces count inside digit groups: `4111 1111 `, `(555) 123`).
+/// The length of `pending` without its trailing run of characters an entity could continue
+/// (spaces count inside digit groups: `4111 1111 `, `(555) 123`), judged on the normalized
+/// view detection uses: a zero-width character, a soft hyphen, a fullwidth letter or a
+/// non-breaking space after a digit may be inside an entity too.
 fn safe_len(pending: &str) -> usize {
-    let b = pending.as_bytes();
-    let mut i = b.len();
-    while i > 0 {
-        let c = b[i - 1];
-        if entity_byte(c) || (c == b' ' && i >= 2 && matches!(b[i - 2], b'0'..=b'9' | b')')) {
-            i -= 1;
-        } else {
+    let folded = |c: char| match fold(c) {
+        Fold::Drop => Some(None),
+        Fold::Ascii(b) => Some(Some(b)),
+        Fold::Keep => c.is_ascii().then_some(Some(c as u8)),
+    };
+    let mut safe = pending.len();
+    let mut chars = pending.char_indices().rev().peekable();
+    while let Some((at, c)) = chars.next() {
+        let Some(byte) = folded(c) else {
+            break;
+        };
+        let continues = match byte {
+            None => true,
+            Some(b' ') => chars
+                .peek()
+                .and_then(|&(_, left)| folded(left).flatten())
+                .is_some_and(|left| left.is_ascii_digit() || left == b')'),
+            Some(b) => entity_byte(b),
+        };
+        if !continues {
             break;
         }
+        safe = at;
     }
-    i
+    safe
 }
 
 /// The start of a `-----BEGIN` header line still being written, if any.

@@ -1,4 +1,5 @@
-//! Cross-crate integration tests: kernel behaviour and tags, providers against local mock servers, the store conformance suite and files, harness processes, third-party tags.
+//! Cross-crate integration tests: kernel behaviour and tags, providers against local mock servers,
+//! the store conformance suite and files, harness processes, third-party tags.
 //!
 //! One binary for every integration test of the crate, so that linking stays cheap.
 

@@ -38,7 +38,6 @@ pub(crate) enum Id {
     Card,
     Ssn,
     PhoneIntl,
-    PhoneUs,
     PhoneNational,
 }
 
@@ -235,7 +234,7 @@ pub(crate) fn rules() -> Vec<Rule> {
         .subtype("ipv4"),
         Rule::new(
             CreditCard,
-            r"(?-u)\b(?:(?:[0-9]{4}[ -]?){3}[0-9]{1,7}|[0-9]{4}[ -]?[0-9]{6}[ -]?[0-9]{4,5})\b",
+            r"(?-u)\b(?:[0-9]{12,19}|(?:[0-9]{4}[ -]){2,4}[0-9]{1,4}|[0-9]{4}[ -][0-9]{6}[ -][0-9]{4,5})\b",
             1.0,
             validate::credit_card,
         ),
@@ -247,23 +246,16 @@ pub(crate) fn rules() -> Vec<Rule> {
         ),
         Rule::new(
             PhoneNumber,
-            r"(?-u)\+[0-9]{1,3}(?:[ .-]?(?:\(0\)|\([0-9]{1,4}\)|[0-9]{1,4}))?(?:[ .-]?[0-9]{2,5}){1,5}\b",
-            0.75,
-            validate::phone_international,
+            r"(?-u)(?:\+|\(\+|\b00)[0-9]{1,3}\)?(?:(?:[ .\-/]| - | / |/ )?(?:\([0-9]{1,4}\)|[0-9]{1,12})){1,7}(?: ?(?:x|ext\.?|extension|#) ?[0-9]{1,6})?\b",
+            0.85,
+            validate::any,
         )
         .subtype("international"),
         Rule::new(
             PhoneNumber,
-            r"(?-u)(?:\b1[ .-]?)?(?:\([0-9]{3}\)[ .-]?|\b[0-9]{3}[ .-])[0-9]{3}[ .-][0-9]{4}\b",
+            r"(?-u)(?:\([0-9]{2,6}\)[ .-]?|\b[0-9]{1,6}(?:[ .\-/]| - | / |/ ))(?:[0-9]{1,8}(?:[ .\-/]| - | / |/ )){0,6}[0-9]{2,8}(?: ?(?:x|ext\.?|extension|#) ?[0-9]{1,6})?\b|\b[0-9]{8,12}\b",
             0.7,
-            validate::phone_us,
-        )
-        .subtype("national"),
-        Rule::new(
-            PhoneNumber,
-            r"(?-u)\b0[1-9][0-9]{1,3}(?:[ /-]?[0-9]{3,4}[ -]?[0-9]{3,4}|[ /-][0-9]{5,8})\b|\b0[1-9](?:[ .-][0-9]{2}){4}\b",
-            0.6,
-            validate::phone_national,
+            validate::any,
         )
         .subtype("national"),
     ]

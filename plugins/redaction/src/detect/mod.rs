@@ -2,38 +2,50 @@
 //!
 //! # Engine
 //!
+//! Detection runs on a normalized view of the text (`normalize.rs`): fullwidth forms become
+//! ASCII, zero-width characters and soft hyphens are dropped, Unicode spaces and hyphens
+//! become ASCII ones; findings are mapped back to the original bytes.
+//!
 //! Built-in detectors (`builtin.rs`) each have a reference regex and a validator. They are
 //! found in one forward pass over the text (`scan.rs`): a loop that skips, eight bytes at a
-//! time where it can, every byte that cannot start an entity and stops only at digits and at
+//! time, every byte that cannot start an entity and stops only at digits and at
 //! `@ : = + (`, where it tries by hand just the shapes that can start there (numbers with
 //! their groupings, hex chains, dates and times that it skips whole, an email's domain, a
-//! keyword before a separator, ...). Detectors with a literal prefix (`eyJ`, `AKIA`, `ghp_`,
-//! `sk-`, `xox`, `AIza`, `Bearer`, `-----BEGIN`, ...) are found by an Aho-Corasick search for
-//! those prefixes, each hit confirmed by the rule's regex anchored there. Validators (Luhn,
-//! mod 97, checksums, ranges, entropy) then accept, narrow or reject each candidate. Custom
-//! detectors and deny-lists are compiled into one multi-pattern regex, searched once.
+//! keyword before a separator, ...). Phone numbers are checked against the numbering plans
+//! (`phone.rs`), cards against the issuer table (`card.rs`), both with the words before them
+//! (`context.rs`). Detectors with a literal prefix (`eyJ`, `AKIA`, `ghp_`, `sk-`, `xox`,
+//! `AIza`, `Bearer`, `-----BEGIN`, ...) are found by an Aho-Corasick search for those
+//! prefixes, each hit confirmed by the rule's regex anchored there. Validators (Luhn, mod 97,
+//! checksums, ranges, entropy) then accept, narrow or reject each candidate. Each custom
+//! detector (a regex, or a deny-list compiled into one) is searched on its own.
 //!
 //! # Overlap rule
 //!
-//! Findings never overlap. Among candidate matches:
-//! 1. the leftmost start wins;
-//! 2. at the same start, custom detectors (deny-lists first, then regexes in the order they
-//!    were added) win over built-ins, and among built-ins the table order of [`Entity::BUILTIN`]
-//!    decides (private keys, JWTs, URLs, API keys, secrets, emails, IBANs, Bitcoin, MACs, IPs,
-//!    cards, SSNs, phones);
-//! 3. a candidate its validator rejects gives way to the next shape that can start at the
-//!    same place (a number failing Luhn may still be a phone number); a rejected card- or
-//!    IBAN-shaped number is skipped whole, so the numbers inside it are not reported as
-//!    phone numbers;
-//! 4. the scan goes on where an accepted finding ends;
-//! 5. a keyword secret (`password: ...`, `Bearer ...`) is narrowed to its value, and when a
+//! Findings never overlap, and adding a detector never shows a byte that was hidden:
+//! 1. each custom detector finds its matches as if it were alone, and the built-ins find
+//!    theirs in one pass: among built-ins, at the same start the table order of
+//!    [`Entity::BUILTIN`] decides (private keys, JWTs, URLs, API keys, secrets, emails,
+//!    IBANs, Bitcoin, MACs, IPs, cards, SSNs, phones), a candidate its validator rejects
+//!    gives way to the next shape that can start at the same place, a rejected card-, SSN-
+//!    or IBAN-shaped number is skipped whole (the numbers inside it are not phone numbers),
+//!    and the pass goes on where an accepted finding ends;
+//! 2. a keyword secret (`password: ...`, `Bearer ...`) is narrowed to its value, and when a
 //!    specific detector matches the whole value (an AWS key after `api_key=`), the finding
-//!    takes that detector's entity: specific beats generic.
-//!
-//! Values on the allow-list are dropped from the findings.
+//!    takes that detector's entity: specific beats generic;
+//! 3. findings whose value is on the allow-list are dropped;
+//! 4. overlapping findings merge into one that covers their union: a deny-list `alice` and
+//!    the email `alice.liddell@example.com` give one finding over the whole address. The
+//!    merged finding is named after its longest part; among equally long parts, custom
+//!    detectors (deny-lists first, then regexes in the order they were added) come before
+//!    the built-ins.
 
 mod builtin;
+mod card;
+mod context;
 pub(crate) mod digest;
+pub(crate) mod normalize;
+mod phone;
+mod phone_plan;
 mod scan;
 pub(crate) mod validate;
 
@@ -45,8 +57,9 @@ use regex_automata::meta::{self, Regex};
 use regex_automata::nfa::thompson::WhichCaptures;
 use serde::Serialize;
 
-use builtin::{Id, RULES, Rule};
-use scan::{LITERAL_RULES, Scanner, merge};
+use builtin::{RULES, Rule};
+use normalize::Normalized;
+use scan::{LITERAL_RULES, Scanner};
 
 use crate::entity::Entity;
 use crate::error::RedactionError;
@@ -206,18 +219,18 @@ fn escape_into(out: &mut String, value: &str) {
     }
 }
 
-/// The compiled detectors: the structural scanner for the built-ins, one multi-pattern regex
-/// for the custom detectors, and the allow-list.
+/// The compiled detectors: the structural scanner for the built-ins, one regex per custom
+/// detector, and the allow-list.
 pub(crate) struct Engine {
     scanner: Scanner,
-    custom: Option<(Regex, Vec<Rule>)>,
+    custom: Vec<(Regex, Rule)>,
     allow: HashSet<String>,
 }
 
 impl fmt::Debug for Engine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Engine")
-            .field("custom", &self.custom.as_ref().map_or(0, |(_, r)| r.len()))
+            .field("custom", &self.custom.len())
             .field("allow", &self.allow.len())
             .finish_non_exhaustive()
     }
@@ -247,46 +260,38 @@ impl Engine {
         for (slot, rule) in on.iter_mut().zip(&rules) {
             *slot = enabled(&rule.entity);
         }
-        let literal_ids: Vec<Id> = LITERAL_RULES
+        // Each literal-prefixed rule on its own: an anchored search of one pattern runs on
+        // the lazy DFA, where one pattern of a multi-pattern regex would not.
+        let literals = LITERAL_RULES
             .into_iter()
             .filter(|&id| on[id as usize])
-            .collect();
-        let literals = if literal_ids.is_empty() {
-            None
-        } else {
-            let patterns: Vec<&str> = literal_ids
-                .iter()
-                .map(|&id| rules[id as usize].pattern.as_ref())
-                .collect();
-            Some(compile(&patterns).map_err(|(_, message)| RedactionError::Build { message })?)
-        };
-        let scanner = Scanner::new(rules, literals, literal_ids, on);
+            .map(|id| {
+                compile(&[rules[id as usize].pattern.as_ref()])
+                    .map(|regex| (id, regex))
+                    .map_err(|(_, message)| RedactionError::Build { message })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let scanner = Scanner::new(rules, literals, on);
 
-        // Deny-lists first, then regexes, in the order they were added.
+        // Deny-lists first, then regexes, in the order they were added. Each detector is
+        // searched on its own, so one never hides another's match (see the overlap rule).
         let (deny, regexes): (Vec<Detector>, Vec<Detector>) = custom
             .into_iter()
             .partition(|d| matches!(d.kind, DetectorKind::Deny(_)));
-        let custom: Vec<Rule> = deny
+        let custom = deny
             .into_iter()
             .chain(regexes)
-            .map(Detector::into_rule)
-            .collect();
-        let custom = if custom.is_empty() {
-            None
-        } else {
-            let patterns: Vec<&str> = custom.iter().map(|r| r.pattern.as_ref()).collect();
-            let regex = compile(&patterns).map_err(|(pattern, message)| match pattern {
-                Some(index) => RedactionError::InvalidPattern {
-                    entity: custom
-                        .get(index)
-                        .map(|r| r.entity.name().to_owned())
-                        .unwrap_or_default(),
-                    message,
-                },
-                None => RedactionError::Build { message },
-            })?;
-            Some((regex, custom))
-        };
+            .map(|detector| {
+                let rule = detector.into_rule();
+                let regex = compile(&[rule.pattern.as_ref()]).map_err(|(_, message)| {
+                    RedactionError::InvalidPattern {
+                        entity: rule.entity.name().to_owned(),
+                        message,
+                    }
+                })?;
+                Ok((regex, rule))
+            })
+            .collect::<Result<Vec<_>, RedactionError>>()?;
         Ok(Engine {
             scanner,
             custom,
@@ -298,36 +303,53 @@ impl Engine {
     pub(crate) fn patterns(&self) -> impl Iterator<Item = &str> {
         self.custom
             .iter()
-            .flat_map(|(_, rules)| rules.iter())
+            .map(|(_, rule)| rule)
             .chain(self.scanner.rules())
             .map(|r| r.pattern.as_ref())
     }
 
-    /// Finds every entity in `text`, in order, without overlaps.
+    /// Finds every entity in `text`, in order, without overlaps, on the normalized view of
+    /// the text (see `normalize.rs`) with offsets into `text`.
     pub(crate) fn find(&self, text: &str, out: &mut Vec<Finding>) {
-        let hay = text.as_bytes();
-        let Some((regex, rules)) = &self.custom else {
-            self.scanner.scan(hay, out);
-            if !self.allow.is_empty() {
-                out.retain(|f| !self.allow.contains(f.text(text)));
-            }
+        let Some(view) = Normalized::of(text) else {
+            self.find_in(text, out);
             return;
         };
-        let mut builtin = Vec::new();
-        self.scanner.scan(hay, &mut builtin);
-        let mut custom = Vec::new();
-        let mut at = 0;
-        while at < hay.len() {
-            let Some(m) = regex.search(&Input::new(hay).range(at..)) else {
-                break;
-            };
-            at = m.end().max(m.start() + 1);
-            if m.is_empty() || !text.is_char_boundary(m.start()) || !text.is_char_boundary(m.end())
-            {
-                continue;
+        let from = out.len();
+        self.find_in(&view.text, out);
+        for finding in &mut out[from..] {
+            finding.start = view.start(finding.start);
+            finding.end = view.end(finding.end);
+        }
+    }
+
+    fn find_in(&self, text: &str, out: &mut Vec<Finding>) {
+        let hay = text.as_bytes();
+        let allowed = |f: &Finding| self.allow.contains(f.text(text));
+        if self.custom.is_empty() {
+            self.scanner.scan(hay, out);
+            if !self.allow.is_empty() {
+                out.retain(|f| !allowed(f));
             }
-            if let Some(rule) = rules.get(m.pattern().as_usize()) {
-                custom.push(Finding {
+            return;
+        }
+        // Every detector's findings, custom ones first: at the same start, the first listed
+        // names a union of equally long findings.
+        let mut all = Vec::new();
+        for (regex, rule) in &self.custom {
+            let mut at = 0;
+            while at < hay.len() {
+                let Some(m) = regex.search(&Input::new(hay).range(at..)) else {
+                    break;
+                };
+                at = m.end().max(m.start() + 1);
+                if m.is_empty()
+                    || !text.is_char_boundary(m.start())
+                    || !text.is_char_boundary(m.end())
+                {
+                    continue;
+                }
+                all.push(Finding {
                     entity: rule.entity.clone(),
                     subtype: None,
                     start: m.start(),
@@ -336,17 +358,37 @@ impl Engine {
                 });
             }
         }
-        // Custom detectors win ties with built-ins.
-        let mut merged = Vec::with_capacity(custom.len() + builtin.len());
-        merge(custom, builtin, &mut merged);
-        if self.allow.is_empty() {
-            out.extend(merged);
-        } else {
-            out.extend(
-                merged
-                    .into_iter()
-                    .filter(|f| !self.allow.contains(f.text(text))),
-            );
+        self.scanner.scan(hay, &mut all);
+        all.retain(|f| !allowed(f));
+        // A stable sort keeps the custom-first order among findings with the same start.
+        all.sort_by_key(|f| f.start);
+        union(all, out);
+    }
+}
+
+/// Appends findings sorted by start to `out`, overlapping ones merged into one finding that
+/// covers their union (so adding a detector never shows a byte another one hides). The
+/// merged finding takes the entity, subtype and score of its longest part; among equally
+/// long parts, the first one.
+pub(crate) fn union(sorted: impl IntoIterator<Item = Finding>, out: &mut Vec<Finding>) {
+    let mut current: Option<(Finding, usize)> = None;
+    for finding in sorted {
+        let len = finding.end - finding.start;
+        match &mut current {
+            Some((merged, longest)) if finding.start < merged.end => {
+                let end = merged.end.max(finding.end);
+                if len > *longest {
+                    *longest = len;
+                    let start = merged.start;
+                    *merged = Finding { start, ..finding };
+                }
+                merged.end = end;
+            }
+            _ => {
+                out.extend(current.take().map(|(merged, _)| merged));
+                current = Some((finding, len));
+            }
         }
     }
+    out.extend(current.map(|(merged, _)| merged));
 }

@@ -14,10 +14,10 @@
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use regex_automata::meta::Regex;
-use regex_automata::{Anchored, Input, PatternID};
+use regex_automata::{Anchored, Input};
 
-use super::Finding;
 use super::builtin::{Id, RULES, Rule};
+use super::{Finding, phone, union};
 use crate::entity::Entity;
 
 /// ASCII word characters `[A-Za-z0-9_]`.
@@ -57,30 +57,30 @@ fn is_digit(byte: u8) -> bool {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// True if some byte of `x` may be a stop byte: a byte in `(`..=`=` (digits, `:`, `=`, `+`,
-/// `(` and a few other punctuation bytes) or `@`. Bytes with the high bit set never count.
+/// The bytes of `x` (eight bytes, little-endian) in `(`..=`@`, each marked by its high bit:
+/// digits and the stop punctuation, with `)` to `/` and `;` to `?` along (the "has
+/// between" bit trick, exact per byte).
 #[inline(always)]
-fn may_stop(x: u64) -> bool {
-    // Bytes strictly between 0x27 and 0x3e (the classic "has between" bit trick).
+fn stop_candidates(x: u64) -> u64 {
     let low7 = x & (ONES * 127);
-    let between =
-        (ONES * (127 + 0x3e)).wrapping_sub(low7) & !x & low7.wrapping_add(ONES * (127 - 0x27));
-    // Bytes equal to `@`.
-    let at = x ^ (ONES * u64::from(b'@'));
-    let zero = at.wrapping_sub(ONES) & !at;
-    (between | zero) & HIGHS != 0
+    (ONES * (127 + 0x41)).wrapping_sub(low7) & !x & low7.wrapping_add(ONES * (127 - 0x27)) & HIGHS
 }
 
-/// The position of the next stop byte at or after `i` (or `h.len()`): eight bytes at a time
-/// while none of them can be one, then byte by byte.
+/// The position of the next stop byte at or after `i` (or `h.len()`): eight bytes at a time,
+/// looking up only the candidates of a chunk, then byte by byte for the last few.
 #[inline(always)]
 fn next_stop(h: &[u8], mut i: usize) -> usize {
     let n = h.len();
     while i + 8 <= n {
         let mut chunk = [0u8; 8];
         chunk.copy_from_slice(&h[i..i + 8]);
-        if may_stop(u64::from_le_bytes(chunk)) {
-            break;
+        let mut bits = stop_candidates(u64::from_le_bytes(chunk));
+        while bits != 0 {
+            let at = i + (bits.trailing_zeros() / 8) as usize;
+            if STOP[h[at] as usize] {
+                return at;
+            }
+            bits &= bits - 1;
         }
         i += 8;
     }
@@ -177,19 +177,25 @@ fn date_time(h: &[u8], s: usize) -> Option<usize> {
     (boundary(h, end) && h.get(end) != Some(&b':')).then_some(end)
 }
 
+/// Groups `0..=k` of `g` are card-shaped: 12 to 19 digits, bare or in groups of four (the
+/// last one shorter), or 4-6-4 and 4-6-5 (Diners, American Express), separated by spaces or
+/// dashes.
+fn card_shape(h: &[u8], g: &Groups, k: usize) -> bool {
+    let digits = g.digits(k);
+    let shape = match k {
+        0 => true,
+        2 if g.sizes_are(&[4, 6]) => (4..=5).contains(&g.size(2)),
+        _ => (0..k).all(|i| g.size(i) == 4) && (1..=4).contains(&g.size(k)),
+    };
+    shape && (12..=19).contains(&digits) && g.seps_in(k, b" -") && boundary(h, g.end[k])
+}
+
 /// The end of the longest card-shaped number in `g`, if there is one.
 fn card_shape_end(h: &[u8], g: &Groups) -> Option<usize> {
-    (0..g.len).rev().find_map(|k| {
-        let sep = g.seps_in(k, b" -") && boundary(h, g.end[k]);
-        let shape = match k {
-            0 => (13..=19).contains(&g.size(0)),
-            2 => g.sizes_are(&[4, 6]) && (4..=5).contains(&g.size(2)),
-            3 => g.sizes_are(&[4, 4, 4]) && (1..=7).contains(&g.size(3)),
-            4 => g.sizes_are(&[4, 4, 4, 4]) && (1..=3).contains(&g.size(4)),
-            _ => false,
-        };
-        (sep && shape).then_some(g.end[k])
-    })
+    (0..g.len)
+        .rev()
+        .find(|&k| card_shape(h, g, k))
+        .map(|k| g.end[k])
 }
 
 /// Digit groups separated by single separators: `4111 1111`, `123-45-6789`, `10.0.0.1`.
@@ -300,21 +306,19 @@ const PREFIXES: &[(&str, Id)] = &[
 ];
 
 /// The built-in rules; an Aho-Corasick automaton over the literal prefixes and the regex of
-/// the enabled literal-prefixed rules (pattern `i` is rule `literal_ids[i]`), run anchored at
-/// each prefix found; and which rules are enabled.
+/// each enabled literal-prefixed rule, run anchored at each prefix found; and which rules are
+/// enabled.
 pub(crate) struct Scanner {
     rules: Vec<Rule>,
     prefixes: Option<AhoCorasick>,
-    literals: Option<Regex>,
-    literal_ids: Vec<Id>,
+    literals: Vec<(Id, Regex)>,
     enabled: [bool; RULES],
 }
 
 impl Scanner {
     pub(crate) fn new(
         rules: Vec<Rule>,
-        literals: Option<Regex>,
-        literal_ids: Vec<Id>,
+        literals: Vec<(Id, Regex)>,
         enabled: [bool; RULES],
     ) -> Scanner {
         let prefixes = AhoCorasick::builder()
@@ -325,7 +329,6 @@ impl Scanner {
             rules,
             prefixes,
             literals,
-            literal_ids,
             enabled,
         }
     }
@@ -353,14 +356,30 @@ impl Scanner {
         }
         let mut structural = Vec::new();
         self.structural(h, from, &mut structural);
-        merge(literal, structural, out);
+        // Both lists are sorted; at the same start the literal rule comes first.
+        let mut all = Vec::with_capacity(literal.len() + structural.len());
+        let (mut a, mut b) = (
+            literal.into_iter().peekable(),
+            structural.into_iter().peekable(),
+        );
+        while let Some(next) = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if y.start < x.start => b.next(),
+            (Some(_), _) => a.next(),
+            (None, _) => b.next(),
+        } {
+            all.push(next);
+        }
+        union(all, out);
     }
 
     /// Findings of the literal-prefixed rules: one prefiltered search.
     fn literals(&self, h: &[u8], from: usize, out: &mut Vec<Finding>) {
-        let (Some(prefixes), Some(_)) = (&self.prefixes, &self.literals) else {
+        let Some(prefixes) = &self.prefixes else {
             return;
         };
+        if self.literals.is_empty() {
+            return;
+        }
         let mut at = from;
         while at < h.len() {
             let Some(m) = prefixes.find(aho_corasick::Input::new(h).range(at..)) else {
@@ -387,11 +406,8 @@ impl Scanner {
 
     /// Rule `id`'s regex, anchored at `at`, then its validator.
     fn literal_at(&self, id: Id, h: &[u8], at: usize) -> Option<Finding> {
-        let regex = self.literals.as_ref()?;
-        let index = self.literal_ids.iter().position(|&l| l == id)?;
-        let input = Input::new(h)
-            .range(at..)
-            .anchored(Anchored::Pattern(PatternID::new(index).ok()?));
+        let (_, regex) = self.literals.iter().find(|(l, _)| *l == id)?;
+        let input = Input::new(h).range(at..).anchored(Anchored::Yes);
         let m = regex.search(&input)?;
         self.accept(id, h, m.start(), m.end())
     }
@@ -405,6 +421,20 @@ impl Scanner {
             i = next_stop(h, i);
             if i >= n {
                 break;
+            }
+            // The most common stops start nothing; decide those here, without the call.
+            let b = h[i];
+            if is_digit(b) {
+                if let Some(end) = plain_number_end(h, i) {
+                    i = end;
+                    continue;
+                }
+            } else if matches!(b, b':' | b'=')
+                && !(b == b':' && matches!(h.get(i + 1), Some(b'/' | b':')))
+                && !may_end_keyword(h, keyword_end(h, i))
+            {
+                i += 1;
+                continue;
             }
             let (found, next) = self.at_stop(h, i);
             match found {
@@ -437,8 +467,7 @@ impl Scanner {
             let found = match b {
                 b'@' => self.email(h, i),
                 b':' | b'=' => self.at_separator(h, i),
-                b'+' => self.phone_international(h, i),
-                _ => self.phone_parenthesized(h, i),
+                _ => self.phone(h, i),
             };
             (found, i + 1)
         };
@@ -700,12 +729,8 @@ impl Scanner {
             e
         };
         match h.get(j).copied() {
-            // A plain short number followed by a space or punctuation: the common case.
-            None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t')
-                if j - s < 9 =>
-            {
-                return (None, j);
-            }
+            // (A plain short number followed by punctuation never gets here: see
+            // `plain_number_end`.)
             Some(c) if is_word(c) => {
                 // `12ms`, `3f2504e0`, `1BvBMSEY...`: hex chains and Bitcoin only.
                 let found = self.hex_colon(h, s).or_else(|| {
@@ -737,8 +762,10 @@ impl Scanner {
     /// checks (the numbers inside it are not phone numbers).
     fn numeric_groups(&self, h: &[u8], s: usize, j: usize) -> (Option<Finding>, usize) {
         let grouped = matches!(h.get(j), Some(b' ' | b'-' | b'.' | b'/'))
-            && h.get(j + 1).copied().is_some_and(is_digit);
-        if !grouped && j - s < 9 {
+            && h.get(j + 1)
+                .copied()
+                .is_some_and(|b| is_digit(b) || b == b'(');
+        if !grouped && j - s < 8 {
             return (None, j);
         }
         let g = Groups::parse(h, s);
@@ -746,7 +773,10 @@ impl Scanner {
         if found.is_some() {
             return (found, j);
         }
-        (None, card_shape_end(h, &g).unwrap_or(j))
+        let card_end = (g.digits(g.len - 1) >= 12)
+            .then(|| card_shape_end(h, &g))
+            .flatten();
+        (None, card_end.unwrap_or(j))
     }
 
     fn numeric_shapes(&self, h: &[u8], s: usize, g: &Groups) -> Option<Finding> {
@@ -759,160 +789,51 @@ impl Scanner {
         {
             return Some(f);
         }
-        // Cards: 13 to 19 digits in the usual groupings.
-        if self.on(Id::Card) && g.digits(g.len - 1) >= 13 {
+        // Cards: 12 to 19 digits in the usual groupings.
+        if self.on(Id::Card) && g.digits(g.len - 1) >= 12 {
             for k in (0..g.len).rev() {
-                if !boundary(h, g.end[k]) || !g.seps_in(k, b" -") {
-                    continue;
-                }
-                let d = g.digits(k);
-                let shape = match k {
-                    0 => (13..=19).contains(&d),
-                    2 => g.sizes_are(&[4, 6]) && (4..=5).contains(&g.size(2)),
-                    3 => g.sizes_are(&[4, 4, 4]) && (1..=7).contains(&g.size(3)),
-                    4 => g.sizes_are(&[4, 4, 4, 4]) && (1..=3).contains(&g.size(4)),
-                    _ => false,
-                };
-                if shape && let Some(f) = self.accept(Id::Card, h, s, g.end[k]) {
+                if card_shape(h, g, k)
+                    && let Some(f) = self.accept(Id::Card, h, s, g.end[k])
+                {
                     return Some(f);
                 }
             }
         }
         // SSN: 3-2-4 with dashes or spaces.
-        if g.sizes_are(&[3, 2, 4])
+        let ssn_shape = g.sizes_are(&[3, 2, 4])
             && g.sep[0] == g.sep[1]
             && matches!(g.sep[0], b'-' | b' ')
-            && boundary(h, g.end[2])
-            && let Some(f) = self.accept(Id::Ssn, h, s, g.end[2])
-        {
+            && boundary(h, g.end[2]);
+        if ssn_shape && let Some(f) = self.accept(Id::Ssn, h, s, g.end[2]) {
             return Some(f);
         }
-        // North American: 3-3-4, optionally after a leading 1.
-        for (first, sizes) in [(0, [3, 3, 4]), (1, [3, 3, 4])] {
-            let fits = if first == 0 {
-                g.sizes_are(&sizes)
-            } else {
-                g.len >= 4 && g.size(0) == 1 && h[s] == b'1' && {
-                    (1..4).all(|i| g.size(i) == sizes[i - 1])
-                }
-            };
-            let last = first + 2;
-            if fits
-                && g.seps_in(last, b" .-")
-                && boundary(h, g.end[last])
-                && let Some(f) = self.accept(Id::PhoneUs, h, s, g.end[last])
-            {
-                return Some(f);
-            }
+        // A card- or SSN-shaped number that failed its checks is no phone number.
+        let digits = g.digits(g.len - 1);
+        if ssn_shape || (digits >= 12 && card_shape_end(h, g).is_some()) {
+            return None;
         }
-        // National numbers with a trunk 0.
-        if h[s] == b'0' && h.get(s + 1).is_some_and(|b| (b'1'..=b'9').contains(b)) {
-            return self.phone_national(h, s, g);
+        // Phone numbers have seven digits or more (`8 (066) ...` goes on past the groups).
+        let paren_next = h.get(g.end[g.len - 1] + 1) == Some(&b'(');
+        if digits < 7 && !paren_next {
+            return None;
         }
-        None
+        self.phone(h, s)
     }
 
-    fn phone_national(&self, h: &[u8], s: usize, g: &Groups) -> Option<Finding> {
-        if !self.on(Id::PhoneNational) {
+    /// A phone number at `s` (a digit, `+` or `(`): see `phone.rs`.
+    fn phone(&self, h: &[u8], s: usize) -> Option<Finding> {
+        if !self.on(Id::PhoneIntl) && !self.on(Id::PhoneNational) {
             return None;
         }
-        // France: 0X XX XX XX XX.
-        if g.sizes_are(&[2, 2, 2, 2, 2])
-            && g.seps_in(4, b" .-")
-            && boundary(h, g.end[4])
-            && let Some(f) = self.accept(Id::PhoneNational, h, s, g.end[4])
-        {
-            return Some(f);
-        }
-        for k in (0..g.len.min(3)).rev() {
-            if !boundary(h, g.end[k]) {
-                continue;
-            }
-            let (a, b, c) = (g.size(0), g.size(1), g.size(2));
-            let shape = match k {
-                0 => (9..=13).contains(&a),
-                1 => {
-                    g.seps_in(1, b" /-")
-                        && (((3..=5).contains(&a) && (5..=8).contains(&b))
-                            || ((6..=9).contains(&a) && (3..=4).contains(&b) && g.sep[0] != b'/'))
-                }
-                2 => {
-                    matches!(g.sep[0], b' ' | b'/' | b'-')
-                        && matches!(g.sep[1], b' ' | b'-')
-                        && (3..=5).contains(&a)
-                        && (3..=4).contains(&b)
-                        && (3..=4).contains(&c)
-                }
-                _ => false,
-            };
-            if shape && let Some(f) = self.accept(Id::PhoneNational, h, s, g.end[k]) {
-                return Some(f);
-            }
-        }
-        None
-    }
-
-    /// `+` and a country code: `+44 20 7946 0958`, `+1 (415) 555-0100`, `+33 (0)1 23 45 67 89`.
-    fn phone_international(&self, h: &[u8], s: usize) -> Option<Finding> {
-        if !self.on(Id::PhoneIntl) || !h.get(s + 1).copied().is_some_and(is_digit) {
-            return None;
-        }
-        let mut j = s + 1;
-        let mut end = s;
-        let mut parens = 0;
-        while j < h.len() && j - s < 32 {
-            match h[j] {
-                b if is_digit(b) => {
-                    j += 1;
-                    end = j;
-                }
-                b' ' | b'.' | b'-' if h.get(j + 1).is_some_and(|&n| is_digit(n) || n == b'(') => {
-                    j += 1
-                }
-                b'(' if parens == 0 => {
-                    let Some(close) = h[j + 1..].iter().take(5).position(|&b| b == b')') else {
-                        break;
-                    };
-                    let inner = &h[j + 1..j + 1 + close];
-                    if inner.is_empty() || !inner.iter().all(|&b| is_digit(b)) {
-                        break;
-                    }
-                    parens += 1;
-                    j += close + 2;
-                    if h.get(j).copied().is_some_and(is_digit) {
-                        continue;
-                    }
-                    if !matches!(h.get(j), Some(b' ' | b'.' | b'-')) {
-                        break;
-                    }
-                }
-                _ => break,
-            }
-        }
-        if end <= s + 1 || !boundary(h, end) {
-            return None;
-        }
-        self.accept(Id::PhoneIntl, h, s, end)
-    }
-
-    /// `(415) 555-0100`.
-    fn phone_parenthesized(&self, h: &[u8], s: usize) -> Option<Finding> {
-        let b = h.get(s..s + 5)?;
-        let area = b[1..4].iter().all(|&d| is_digit(d)) && b[4] == b')';
-        if !area || !self.on(Id::PhoneUs) {
-            return None;
-        }
-        let mut j = s + 5;
-        if matches!(h.get(j), Some(b' ' | b'.' | b'-')) {
-            j += 1;
-        }
-        let rest = h.get(j..j + 8)?;
-        let shape = rest[..3].iter().all(|&d| is_digit(d))
-            && matches!(rest[3], b' ' | b'.' | b'-')
-            && rest[4..].iter().all(|&d| is_digit(d));
-        (shape && boundary(h, j + 8))
-            .then(|| self.accept(Id::PhoneUs, h, s, j + 8))
-            .flatten()
+        let phone = phone::find(h, s)?;
+        let id = if phone.international {
+            Id::PhoneIntl
+        } else {
+            Id::PhoneNational
+        };
+        let mut finding = self.accept(id, h, s, phone.end)?;
+        finding.score = phone.score;
+        Some(finding)
     }
 
     /// `@`: the domain to the right; the validator finds the local part to the left.
@@ -1033,13 +954,7 @@ impl Scanner {
         if i > 0 && matches!(h[i - 1], b':' | b'=') {
             return None; // the second byte of `:=`, `==`
         }
-        let mut k = i;
-        while k > 0 && i - k < 3 && matches!(h[k - 1], b' ' | b'\t') {
-            k -= 1;
-        }
-        if k > 0 && matches!(h[k - 1], b'"' | b'\'') {
-            k -= 1;
-        }
+        let k = keyword_end(h, i);
         let keyword = keyword_before(h, k)?;
         let kw_start = k - keyword;
         let mut j = i + 1;
@@ -1137,6 +1052,82 @@ impl Scanner {
     }
 }
 
+/// Where the keyword before the separator at `i` would end: before up to three spaces or
+/// tabs and a quote (`"password" : `).
+#[inline(always)]
+fn keyword_end(h: &[u8], i: usize) -> usize {
+    let mut k = i;
+    while k > 0 && i - k < 3 && matches!(h[k - 1], b' ' | b'\t') {
+        k -= 1;
+    }
+    if k > 0 && matches!(h[k - 1], b'"' | b'\'') {
+        k -= 1;
+    }
+    k
+}
+
+/// The two letters before `k` end some secret keyword (each ends in one of these pairs): a
+/// quick reject for every other name.
+#[inline(always)]
+fn may_end_keyword(h: &[u8], k: usize) -> bool {
+    let (Some(&before), Some(&last)) = (
+        k.checked_sub(2).and_then(|i| h.get(i)),
+        k.checked_sub(1).and_then(|i| h.get(i)),
+    ) else {
+        return false;
+    };
+    matches!(
+        [before.to_ascii_lowercase(), last.to_ascii_lowercase()],
+        [b'r' | b'w', b'd']
+            | [b's', b'e']
+            | [b'e', b't' | b'y' | b'n']
+            | [b'a', b'l']
+            | [b'l', b's']
+    )
+}
+
+/// Where a plain number at `s` ends, when nothing can start there (and it is not inside a
+/// chain of hex groups such as `AA-0D-...`): fewer than eight digits followed by punctuation
+/// no numeric shape goes on with, or by a space and no digit (`3 tables`); or a word of
+/// digits and then letters that are not hex digits (`123ms`), unless it may be a Bitcoin
+/// address (those start with 1 or 3).
+#[inline(always)]
+fn plain_number_end(h: &[u8], s: usize) -> Option<usize> {
+    if s > 0 && is_word(h[s - 1])
+        || s >= 2 && matches!(h[s - 1], b':' | b'-' | b'.') && h[s - 2].is_ascii_hexdigit()
+    {
+        return None;
+    }
+    let mut j = s + 1;
+    while j < h.len() && j - s < 8 && is_digit(h[j]) {
+        j += 1;
+    }
+    if j - s >= 8 {
+        return None;
+    }
+    match h.get(j).copied() {
+        None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t' | b'%') => {
+            Some(j)
+        }
+        Some(b' ') => (!h
+            .get(j + 1)
+            .copied()
+            .is_some_and(|b| is_digit(b) || b == b'('))
+        .then_some(j),
+        Some(c)
+            if (c.is_ascii_alphabetic() && !c.is_ascii_hexdigit() || c == b'_')
+                && !matches!(h[s], b'1' | b'3') =>
+        {
+            let mut end = j;
+            while end < h.len() && is_word(h[end]) {
+                end += 1;
+            }
+            Some(end)
+        }
+        _ => None,
+    }
+}
+
 /// The length of the secret keyword ending at `k` (case-insensitive), if one does.
 fn keyword_before(h: &[u8], k: usize) -> Option<usize> {
     const KEYWORDS: &[&[u8]] = &[
@@ -1164,17 +1155,7 @@ fn keyword_before(h: &[u8], k: usize) -> Option<usize> {
         b"credential",
         b"credentials",
     ];
-    // Every keyword ends in one of these two letters: a quick reject for other names.
-    let last = h.get(k.checked_sub(1)?)?.to_ascii_lowercase();
-    let before = h.get(k.checked_sub(2)?)?.to_ascii_lowercase();
-    if !matches!(
-        [before, last],
-        [b'r' | b'w', b'd']
-            | [b's', b'e']
-            | [b'e', b't' | b'y' | b'n']
-            | [b'a', b'l']
-            | [b'l', b's']
-    ) {
+    if !may_end_keyword(h, k) {
         return None;
     }
     KEYWORDS
@@ -1190,25 +1171,30 @@ fn keyword_before(h: &[u8], k: usize) -> Option<usize> {
         .max()
 }
 
-/// Merges two sorted lists of findings: the leftmost start wins, `first` wins ties, and a
-/// finding that overlaps one already taken is dropped.
-pub(crate) fn merge(first: Vec<Finding>, second: Vec<Finding>, out: &mut Vec<Finding>) {
-    let (mut a, mut b) = (first.into_iter().peekable(), second.into_iter().peekable());
-    let mut last_end: Option<usize> = out.last().map(|f| f.end);
-    loop {
-        let take_a = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => x.start <= y.start,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
-        let Some(finding) = (if take_a { a.next() } else { b.next() }) else {
-            break;
-        };
-        if last_end.is_some_and(|end| finding.start < end) {
-            continue;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_eight_byte_stop_search_agrees_with_the_table() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let alphabet = b"ab ,.-/;<>?09:=+(@)\xc3\xa9\x80\xff\"'\n";
+        for _ in 0..2000 {
+            let len = (state % 40) as usize;
+            let text: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    alphabet[(state % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            for from in 0..=text.len() {
+                let naive = (from..text.len())
+                    .find(|&i| STOP[text[i] as usize])
+                    .unwrap_or(text.len());
+                assert_eq!(next_stop(&text, from), naive, "{text:?} from {from}");
+            }
         }
-        last_end = Some(finding.end);
-        out.push(finding);
     }
 }

@@ -5,6 +5,8 @@
 //! without its keyword) or `None` when the match is a look-alike (a number failing Luhn, an
 //! SSN in a range never issued, an address with a bad checksum).
 
+use super::card::{self, Issuer};
+use super::context::{Keyword, keyword_before};
 use super::digest::sha256;
 
 /// The signature of a validator.
@@ -98,32 +100,25 @@ fn consistent_separators(bytes: &[u8]) -> bool {
     true
 }
 
-/// A payment card: 13 to 19 digits, one kind of separator, a known issuer prefix, Luhn.
+/// A payment card: 12 to 19 digits, one kind of separator, an issuer range that allows its
+/// length (`card.rs`), Luhn; a number only a broad issuer block takes is no card when the
+/// words before it name something else.
 pub(crate) fn credit_card(h: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
     let text = &h[start..end];
     if number_before(h, start) || continues_number(h, end) || !consistent_separators(text) {
         return None;
     }
     let digits: Vec<u8> = text.iter().copied().filter(u8::is_ascii_digit).collect();
-    let len = digits.len();
-    if !(13..=19).contains(&len) {
+    if !(12..=19).contains(&digits.len()) || digits.iter().all(|d| *d == digits[0]) {
         return None;
     }
-    let prefix2 = u32::from(digits[0] - b'0') * 10 + u32::from(digits[1] - b'0');
-    let brand_ok = match digits[0] {
-        b'4' => matches!(len, 13 | 16 | 19),
-        b'5' => (51..=55).contains(&prefix2) && len == 16 || (50..=59).contains(&prefix2),
-        b'2' => (22..=27).contains(&prefix2) && len == 16,
-        b'3' => match prefix2 {
-            34 | 37 => len == 15,
-            35 => (16..=19).contains(&len),
-            30 | 36 | 38 | 39 => (14..=19).contains(&len),
-            _ => false,
-        },
-        b'6' => (16..=19).contains(&len),
-        _ => false,
-    };
-    if !brand_ok || digits.iter().all(|d| *d == digits[0]) {
+    let issuer = card::issuer(&digits)?;
+    if issuer == Issuer::Broad
+        && matches!(
+            keyword_before(h, start),
+            Some(Keyword::Other | Keyword::Version)
+        )
+    {
         return None;
     }
     luhn(&digits).then_some((start, end))
@@ -423,10 +418,13 @@ pub(crate) fn mac(h: &[u8], start: usize, end: usize) -> Option<(usize, usize)> 
 }
 
 /// An IPv4 address: four octets up to 255 without leading zeros, not part of a longer dotted
-/// number such as a version string.
+/// number such as a version string, and not named a version by the words before it.
 pub(crate) fn ipv4(h: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
     if number_before(h, start) || continues_number(h, end) || before(h, start) == Some(b'.') {
         return None;
+    }
+    if keyword_before(h, start) == Some(Keyword::Version) {
+        return None; // `version 10.2.0.1`
     }
     let text = std::str::from_utf8(&h[start..end]).ok()?;
     for octet in text.split('.') {
@@ -472,7 +470,8 @@ fn extend_left(h: &[u8], at: usize, max: usize, allowed: impl Fn(u8) -> bool) ->
 /// No empty labels, no label starting or ending with a hyphen.
 pub(crate) fn email(h: &[u8], at: usize, end: usize) -> Option<(usize, usize)> {
     let local_byte = |b: u8| is_alnum(b) || matches!(b, b'.' | b'_' | b'%' | b'+' | b'-');
-    let mut start = extend_left(h, at, 64, local_byte);
+    // No length limit: a local part past the 64 bytes RFC 5321 allows is still hidden whole.
+    let mut start = extend_left(h, at, usize::MAX, local_byte);
     while start < at && !is_alnum(h[start]) {
         start += 1;
     }
@@ -520,117 +519,6 @@ pub(crate) fn jwt(h: &[u8], start: usize, end: usize) -> Option<(usize, usize)> 
     let header = base64url_decode(&text[..dot])?;
     let header = String::from_utf8(header).ok()?;
     (header.starts_with('{') && header.contains("\"alg\"")).then_some((start, end))
-}
-
-/// E.164 country calling codes: the one- and two-digit codes, and the two-digit prefixes
-/// of the three-digit ones.
-fn country_code_len(digits: &[u8]) -> Option<usize> {
-    let d = |i: usize| digits.get(i).map(|b| u32::from(b - b'0'));
-    let first = d(0)?;
-    if first == 1 || first == 7 {
-        return Some(1);
-    }
-    let two = first * 10 + d(1)?;
-    const TWO: &[u32] = &[
-        20, 27, 30, 31, 32, 33, 34, 36, 39, 40, 41, 43, 44, 45, 46, 47, 48, 49, 51, 52, 53, 54, 55,
-        56, 57, 58, 60, 61, 62, 63, 64, 65, 66, 81, 82, 84, 86, 90, 91, 92, 93, 94, 95, 98,
-    ];
-    const THREE: &[u32] = &[
-        21, 22, 23, 24, 25, 26, 29, 35, 37, 38, 42, 50, 59, 67, 68, 69, 85, 88, 96, 97, 99,
-    ];
-    if TWO.contains(&two) {
-        Some(2)
-    } else if THREE.contains(&two) {
-        Some(3)
-    } else {
-        None
-    }
-}
-
-/// Phone separators are not mixed wildly, and the number is not glued to another number.
-fn phone_context(h: &[u8], start: usize, end: usize) -> bool {
-    let glued_left = before(h, start).is_some_and(|b| is_alnum(b) || b == b'+' || b == b'_');
-    !glued_left
-        && !number_before(h, start)
-        && !continues_number(h, end)
-        && !h.get(end).is_some_and(|&b| is_alnum(b) || b == b'_')
-}
-
-/// An international number: `+`, a valid country code, 8 to 15 digits in all (a `(0)` trunk
-/// prefix is not counted).
-pub(crate) fn phone_international(h: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
-    if !phone_context(h, start, end) {
-        return None;
-    }
-    let text = &h[start..end];
-    let mut digits = Vec::with_capacity(16);
-    let mut i = 0;
-    while i < text.len() {
-        if text[i..].starts_with(b"(0)") {
-            i += 3;
-            continue;
-        }
-        if text[i].is_ascii_digit() {
-            digits.push(text[i]);
-        }
-        i += 1;
-    }
-    if !(8..=15).contains(&digits.len()) {
-        return None;
-    }
-    let cc = country_code_len(&digits)?;
-    if cc == 1 && digits[0] == b'1' {
-        // NANP: +1 and ten digits, area code and exchange starting with 2-9.
-        if digits.len() != 11 || digits[1] < b'2' || digits[4] < b'2' {
-            return None;
-        }
-    }
-    Some((start, end))
-}
-
-/// A North American number: area code and exchange start with 2-9.
-pub(crate) fn phone_us(h: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
-    if !phone_context(h, start, end) {
-        return None;
-    }
-    let digits: Vec<u8> = h[start..end]
-        .iter()
-        .copied()
-        .filter(u8::is_ascii_digit)
-        .collect();
-    let local = match digits.len() {
-        10 => &digits[..],
-        11 if digits[0] == b'1' => &digits[1..],
-        _ => return None,
-    };
-    (local[0] >= b'2' && local[3] >= b'2').then_some((start, end))
-}
-
-/// A national number with a trunk `0` (UK, France, Germany, ...): 9 to 12 digits and one kind
-/// of separator.
-pub(crate) fn phone_national(h: &[u8], start: usize, end: usize) -> Option<(usize, usize)> {
-    if !phone_context(h, start, end) {
-        return None;
-    }
-    let text = &h[start..end];
-    let digits = text.iter().filter(|b| b.is_ascii_digit()).count();
-    if !(9..=12).contains(&digits) || text.get(1) == Some(&b'0') {
-        return None;
-    }
-    let seps: Vec<u8> = text
-        .iter()
-        .copied()
-        .filter(|b| !b.is_ascii_digit() && *b != b'(' && *b != b')')
-        .collect();
-    // One separator kind, except a `/` or `-` after the area code followed by spaces.
-    let kinds = {
-        let mut kinds: Vec<u8> = seps.clone();
-        kinds.sort_unstable();
-        kinds.dedup();
-        kinds
-    };
-    let ok = kinds.len() <= 1 || (kinds.len() == 2 && (seps[0] == b'/' || seps[0] == b'-'));
-    ok.then_some((start, end))
 }
 
 /// Shannon entropy of a byte string, in bits per byte.

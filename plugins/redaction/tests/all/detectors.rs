@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Every built-in detector: values it must find, and look-alikes it must not.
 
-use harness_redaction::{Entity, Finding, Redactor};
+use harness_redaction::{Detector, Entity, Finding, Redactor};
 
 fn redactor() -> Redactor {
     Redactor::new().unwrap()
@@ -83,6 +83,23 @@ fn phone_numbers_international_and_national() {
         "030 12345678",
         "089/1234567",
         "01 23 45 67 89",
+        // Shapes from many countries, unassigned North American area codes, extensions.
+        "001-283-555-0147",
+        "394.208.1176 x31",
+        "+1 115 555 2671",
+        "(591)341-7776",
+        "0660 412 77 31",
+        "(11) 4706-5521",
+        "(07911) 123456",
+        "06-12345678",
+        "+44(0)115 4960914",
+        "+41 44 337 40 68",
+        "+61-2-8377-8353",
+        "+55 61 9141-7776",
+        "+91 914 1777631",
+        "8 (066) 907-43-91",
+        "080-9141-7776",
+        "00420 702 914 177",
     ] {
         finds("PHONE_NUMBER", value);
     }
@@ -94,7 +111,15 @@ fn phone_numbers_international_and_national() {
         "01.02.2024",
         "version 1.2.3.4.5",
         "id 1234567",
-        "+1 115 555 2671",
+        "+1 115 555 267",
+        "12/31/2024",
+        "15.01.2024 14:30",
+        "order 4827361920",
+        "invoice no. 2024-004512",
+        "amount 1 234 567,89",
+        "version 10.2.0.1",
+        "ref 12345678901234567890123",
+        "1700000000123",
     ] {
         ignores("PHONE_NUMBER", text);
     }
@@ -110,6 +135,17 @@ fn credit_cards_pass_luhn() {
         "3782 822463 10005",
         "6011 1111 1111 1117",
         "2223 0000 4841 0010",
+        // Issuers beyond the big four, 12 to 19 digits.
+        "675904123451",        // Maestro, 12 digits
+        "5018 1234 5673",      // Maestro, grouped
+        "213100482155679",     // JCB, 15 digits in the 2131 range
+        "180012345678905",     // JCB, 1800
+        "3056 930902 5904",    // Diners Club, 14
+        "3530 1113 3330 0000", // JCB
+        "6200 0000 0000 0005", // UnionPay
+        "621234567890123457",  // UnionPay, 18
+        "2200 1234 5678 9019", // Mir
+        "5060991234567895",    // Verve
     ] {
         finds("CREDIT_CARD", value);
     }
@@ -117,7 +153,8 @@ fn credit_cards_pass_luhn() {
         "4111 1111 1111 1112", // fails Luhn
         "4111-1111 1111-1111", // mixed separators
         "1700000000123",       // a timestamp in ms, no issuer
-        "9111 1111 1111 1111", // no issuer starts with 9
+        "9111 1111 1111 1111", // no issuer range holds 9111
+        "97921234567890",      // Troy's range, but Troy numbers have 16 digits
         "4444 4444 4444 4444", // one repeated digit
         "order 41111111111111111111 shipped",
     ] {
@@ -467,4 +504,190 @@ fn dates_and_times_are_skipped_but_do_not_hide_what_follows() {
                 2024-01-15 10:23:45 ssn 123-45-6789";
     let got: Vec<String> = found(text).into_iter().map(|(e, _, _)| e).collect();
     assert_eq!(got, ["PHONE_NUMBER", "IP_ADDRESS", "US_SSN"]);
+}
+
+#[test]
+fn look_alike_characters_do_not_hide_an_entity() {
+    for (text, entity, value) in [
+        (
+            "mail ｂｏｂ＠ｅｘａｍｐｌｅ．ｃｏｍ now",
+            "EMAIL_ADDRESS",
+            "ｂｏｂ＠ｅｘａｍｐｌｅ．ｃｏｍ",
+        ),
+        (
+            "card 4111\u{200B}1111\u{200B}1111\u{200B}1111 ok",
+            "CREDIT_CARD",
+            "4111\u{200B}1111\u{200B}1111\u{200B}1111",
+        ),
+        (
+            "to bob\u{00AD}smith@exam\u{00AD}ple.com today",
+            "EMAIL_ADDRESS",
+            "bob\u{00AD}smith@exam\u{00AD}ple.com",
+        ),
+        (
+            "call +44\u{00A0}20\u{202F}7946\u{2009}0958 now",
+            "PHONE_NUMBER",
+            "+44\u{00A0}20\u{202F}7946\u{2009}0958",
+        ),
+        (
+            "ssn １２３－４５－６７８９.",
+            "US_SSN",
+            "１２３－４５－６７８９",
+        ),
+        (
+            "tel 555\u{2013}0147 \u{FEFF}",
+            "PHONE_NUMBER",
+            "555\u{2013}0147",
+        ),
+    ] {
+        let got = found(text);
+        assert!(
+            got.iter().any(|(e, _, v)| e == entity && v == value),
+            "expected {entity} `{value}` in `{text}`, got {got:?}"
+        );
+        let out = redactor().redact(text).unwrap().text.into_owned();
+        assert!(!out.contains(value), "{out}");
+    }
+}
+
+#[test]
+fn an_email_local_part_past_64_bytes_is_redacted_whole() {
+    let local =
+        "a.very.long.local.part.that.goes.on.and.on.past.the.sixty.four.bytes.rfc5321.allows";
+    assert!(local.len() > 64);
+    let text = format!("write to {local}@example.com today");
+    assert_eq!(
+        redactor().redact(&text).unwrap().text,
+        "write to <EMAIL_ADDRESS> today"
+    );
+}
+
+#[test]
+fn a_deny_list_entry_inside_a_longer_finding_hides_the_union() {
+    let r = Redactor::builder()
+        .detector(Detector::deny_list("PERSON", ["alice"]))
+        .build()
+        .unwrap();
+    let out = r
+        .redact("from alice.liddell@example.com and alice")
+        .unwrap();
+    assert_eq!(out.text, "from <EMAIL_ADDRESS> and <PERSON>");
+    // The same span: the custom detector names it.
+    let r = Redactor::builder()
+        .detector(Detector::regex("CONTACT", r"bob@example\.com"))
+        .build()
+        .unwrap();
+    assert_eq!(r.redact("bob@example.com").unwrap().text, "<CONTACT>");
+    // Overlapping from the left: the union of both.
+    let r = Redactor::builder()
+        .detector(Detector::regex("TICKET", r"ref 4111"))
+        .build()
+        .unwrap();
+    assert_eq!(
+        r.redact("ref 4111 1111 1111 1111 ok").unwrap().text,
+        "<CREDIT_CARD> ok"
+    );
+}
+
+mod adding_detectors {
+    use harness_redaction::{Detector, Redactor};
+    use proptest::prelude::*;
+
+    /// Pieces of text: words, separators, and values the built-ins find.
+    const PIECES: &[&str] = &[
+        "alice",
+        "liddell",
+        "bob",
+        "smith",
+        "order",
+        "call",
+        "card",
+        " ",
+        " ",
+        ", ",
+        ".",
+        "-",
+        "@",
+        ":",
+        "\n",
+        "example.com",
+        "alice.liddell@example.com",
+        "bob@example.com",
+        "4111 1111 1111 1111",
+        "+44 20 7946 0958",
+        "(415) 555-2671",
+        "123-45-6789",
+        "10.0.0.1",
+        "2024-01-15",
+        "4827361920",
+        "06-12345678",
+        "ｂｏｂ＠ｅｘ．ｃｏｍ",
+        "\u{200B}",
+        "\u{00A0}",
+        "password: hunter2!",
+        "ünï",
+        "12",
+        "555",
+    ];
+
+    /// Patterns for random regex detectors.
+    const PATTERNS: &[&str] = &[
+        r"[a-z]+",
+        r"[0-9]{2,4}",
+        r"[a-z]+@",
+        r"\d+ \d+",
+        r"[0-9]{3}-",
+        r"e\w+",
+        r"\.com",
+        r"1111 1111",
+        r"[^ ]{3}",
+        r"liddell@ex",
+        r"\d",
+        r":\s*\w+",
+    ];
+
+    fn text() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(PIECES), 1..24).prop_map(|p| p.concat())
+    }
+
+    fn detector() -> impl Strategy<Value = Detector> {
+        prop_oneof![
+            prop::collection::vec(prop::sample::select(PIECES), 1..4)
+                .prop_map(|values| Detector::deny_list("DENY", values)),
+            prop::sample::select(PATTERNS).prop_map(|p| Detector::regex("CUSTOM", p)),
+        ]
+    }
+
+    /// Which bytes of `text` the redactor hides.
+    fn hidden(redactor: &Redactor, text: &str) -> Vec<bool> {
+        let mut hidden = vec![false; text.len()];
+        for f in redactor.find(text) {
+            hidden[f.start..f.end].iter_mut().for_each(|h| *h = true);
+        }
+        hidden
+    }
+
+    proptest! {
+        #[test]
+        fn never_reveals_a_byte(
+            text in text(),
+            base in prop::collection::vec(detector(), 0..3),
+            extra in prop::collection::vec(detector(), 1..4),
+        ) {
+            let build = |detectors: &[Detector]| {
+                detectors
+                    .iter()
+                    .cloned()
+                    .fold(Redactor::builder(), |b, d| b.detector(d))
+                    .build()
+                    .unwrap()
+            };
+            let without = hidden(&build(&base), &text);
+            let all: Vec<Detector> = base.iter().chain(&extra).cloned().collect();
+            let with = hidden(&build(&all), &text);
+            for (at, (&before, &after)) in without.iter().zip(&with).enumerate() {
+                prop_assert!(!before || after, "byte {at} of {text:?} is shown once {extra:?} are added");
+            }
+        }
+    }
 }

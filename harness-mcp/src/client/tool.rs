@@ -13,7 +13,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::client::Inner;
+use super::Inner;
 use crate::config::McpServer;
 use crate::error::McpError;
 
