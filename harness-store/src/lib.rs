@@ -65,6 +65,8 @@
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use memory::{MemoryStore, MemoryThreadLock};
 #[cfg(feature = "sqlite")]

@@ -11,532 +11,48 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::sync::Arc;
 
 use harness_core::store::{
-    LockError, MemoryStore, MemoryThreadLock, SqliteStore, SqliteThreadLock, Store, StoreError,
-    StoredMessage, ThreadLock, ThreadRecord, WriteOp,
+    LockError, MemoryThreadLock, SqliteStore, SqliteThreadLock, Store, StoreError, ThreadLock,
+    WriteOp,
 };
-use harness_tags::{KernelMessage, Thinking, ToolCall};
+use harness_store::testing::{
+    Backend, append, create, ids, message, message_ids, put, thread, varied_messages,
+};
 use harness_tests::child::{self, Reports, kill, next_report, park_until_killed, say};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 // ---------------------------------------------------------------------------------------
 // Fixtures
 
-fn thread(id: &str, resource: &str, updated_at: i64) -> ThreadRecord {
-    let mut metadata = Map::new();
-    metadata.insert("currentModeId".into(), json!("build"));
-    metadata.insert("tokenUsage".into(), json!({"input": 10, "output": 5}));
-    ThreadRecord {
-        id: id.into(),
-        resource_id: resource.into(),
-        title: Some(format!("Thread {id}")),
-        created_at: updated_at,
-        updated_at,
-        metadata,
+/// A SQLite store, with the directory of its file kept alive as long as it is.
+struct SqliteFixture {
+    store: SqliteStore,
+    _dir: tempfile::TempDir,
+}
+
+impl Backend for SqliteFixture {
+    fn store(&self) -> &dyn Store {
+        &self.store
     }
 }
 
-fn message(id: &str, thread_id: &str, text: &str) -> StoredMessage {
-    StoredMessage {
-        id: id.into(),
-        thread_id: thread_id.into(),
-        created_at: 1_700_000_000_000,
-        run_id: Some("run-1".into()),
-        message: KernelMessage::user(text),
-    }
-}
-
-/// One message of each kind, with every optional field set.
-fn varied_messages(thread_id: &str) -> Vec<StoredMessage> {
-    let kinds = [
-        KernelMessage::System {
-            content: "You are terse.".into(),
-        },
-        KernelMessage::user("List the files, please. ünïcödé ✓"),
-        KernelMessage::Assistant {
-            content: String::new(),
-            tool_calls: vec![ToolCall {
-                id: "call-1".into(),
-                name: "ls".into(),
-                arguments: json!({"path": ".", "all": true}),
-            }],
-            thinking: Some(Thinking {
-                text: "Look first.".into(),
-                signature: Some("sig".into()),
-            }),
-        },
-        KernelMessage::ToolResult {
-            tool_call_id: "call-1".into(),
-            tool_name: "ls".into(),
-            content: "a.txt\nb.txt".into(),
-            is_error: true,
-        },
-    ];
-    kinds
-        .into_iter()
-        .enumerate()
-        .map(|(i, kind)| StoredMessage {
-            id: format!("{thread_id}-kind-{i}"),
-            thread_id: thread_id.into(),
-            created_at: i as i64,
-            run_id: (i % 2 == 0).then(|| format!("run-{i}")),
-            message: kind,
-        })
-        .collect()
-}
-
-fn create(thread: ThreadRecord) -> Vec<WriteOp> {
-    vec![WriteOp::CreateThread(thread)]
-}
-
-fn append(thread_id: &str, messages: Vec<StoredMessage>) -> WriteOp {
-    WriteOp::AppendMessages {
-        thread_id: thread_id.into(),
-        messages,
-    }
-}
-
-fn put(namespace: &str, key: &str, thread_id: Option<&str>, value: Value) -> WriteOp {
-    WriteOp::PutRecord {
-        namespace: namespace.into(),
-        key: key.into(),
-        thread_id: thread_id.map(Into::into),
-        value,
-    }
-}
-
-fn ids(threads: &[ThreadRecord]) -> Vec<&str> {
-    threads.iter().map(|t| t.id.as_str()).collect()
-}
-
-fn message_ids(messages: &[StoredMessage]) -> Vec<&str> {
-    messages.iter().map(|m| m.id.as_str()).collect()
-}
-
-/// A store, with the directory of its file kept alive as long as it is.
-struct Fixture {
-    store: Arc<dyn Store>,
-    _dir: Option<tempfile::TempDir>,
-}
-
-fn memory() -> Fixture {
-    Fixture {
-        store: Arc::new(MemoryStore::new()),
-        _dir: None,
-    }
-}
-
-fn sqlite() -> Fixture {
+fn sqlite() -> SqliteFixture {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("harness.db")).unwrap();
-    Fixture {
-        store: Arc::new(store),
-        _dir: Some(dir),
-    }
+    SqliteFixture { store, _dir: dir }
 }
 
 // ---------------------------------------------------------------------------------------
-// The conformance suite: every case runs against both stores.
+// The conformance suite (harness_store::testing): every case runs against both stores.
 
-mod cases {
-    use super::*;
-
-    pub(super) async fn create_get_list(store: &dyn Store) {
-        assert_eq!(store.threads(None).await.unwrap(), vec![]);
-        let t1 = thread("t1", "r1", 10);
-        store.write(create(t1.clone())).await.unwrap();
-        store.write(create(thread("t2", "r1", 30))).await.unwrap();
-        store.write(create(thread("t3", "r2", 20))).await.unwrap();
-        // Same `updated_at` as t3, created later: listed before it.
-        store.write(create(thread("t4", "r2", 20))).await.unwrap();
-
-        assert_eq!(store.thread("t1").await.unwrap(), Some(t1));
-        assert_eq!(store.thread("missing").await.unwrap(), None);
-        assert_eq!(ids(&store.threads(Some("r1")).await.unwrap()), ["t2", "t1"]);
-        assert_eq!(ids(&store.threads(Some("r2")).await.unwrap()), ["t4", "t3"]);
-        assert_eq!(
-            ids(&store.threads(None).await.unwrap()),
-            ["t2", "t4", "t3", "t1"]
-        );
-        assert_eq!(store.threads(Some("nobody")).await.unwrap(), vec![]);
-    }
-
-    pub(super) async fn update(store: &dyn Store) {
-        store.write(create(thread("t1", "r1", 10))).await.unwrap();
-        store.write(create(thread("t2", "r1", 20))).await.unwrap();
-        let mut changed = thread("t1", "another-resource", 30);
-        changed.created_at = 999;
-        changed.title = None;
-        changed
-            .metadata
-            .insert("modeModelId_plan".into(), json!("anthropic/claude"));
-        store
-            .write(vec![WriteOp::UpdateThread(changed.clone())])
-            .await
-            .unwrap();
-
-        let stored = store.thread("t1").await.unwrap().unwrap();
-        assert_eq!(stored.title, None);
-        assert_eq!(stored.updated_at, 30);
-        assert_eq!(stored.metadata, changed.metadata);
-        // Resource and creation time are not an update's to change.
-        assert_eq!(stored.resource_id, "r1");
-        assert_eq!(stored.created_at, 10);
-        assert_eq!(ids(&store.threads(Some("r1")).await.unwrap()), ["t1", "t2"]);
-
-        let error = store
-            .write(vec![WriteOp::UpdateThread(thread("ghost", "r1", 1))])
-            .await
-            .unwrap_err();
-        assert_eq!(error, StoreError::ThreadNotFound("ghost".into()));
-    }
-
-    pub(super) async fn append_order(store: &dyn Store) {
-        store.write(create(thread("t1", "r1", 1))).await.unwrap();
-        store.write(create(thread("t2", "r1", 1))).await.unwrap();
-        assert_eq!(store.messages("t1").await.unwrap(), vec![]);
-
-        // Ids whose sort order is not their append order.
-        let all: Vec<StoredMessage> = (0..250)
-            .map(|i| {
-                message(
-                    &format!("m-{:03}", (i * 7919) % 1000),
-                    "t1",
-                    &format!("#{i}"),
-                )
-            })
-            .collect();
-        let mut expected = varied_messages("t1");
-        store
-            .write(vec![append("t1", expected.clone())])
-            .await
-            .unwrap();
-        for chunk in [&all[..1], &all[1..100], &all[100..101], &all[101..]] {
-            store
-                .write(vec![append("t1", chunk.to_vec())])
-                .await
-                .unwrap();
-            // Interleaved appends to another thread do not disturb t1's order.
-            let other = message(&format!("other-{}", chunk[0].id), "t2", "x");
-            store.write(vec![append("t2", vec![other])]).await.unwrap();
-        }
-        expected.extend(all);
-        assert_eq!(store.messages("t1").await.unwrap(), expected);
-        assert_eq!(store.messages("t2").await.unwrap().len(), 4);
-        assert_eq!(store.messages("missing").await.unwrap(), vec![]);
-
-        // The op's thread is the one stored, whatever the message says.
-        let stray = message("stray", "t1", "meant for t2");
-        store.write(vec![append("t2", vec![stray])]).await.unwrap();
-        let t2 = store.messages("t2").await.unwrap();
-        assert_eq!(t2.last().unwrap().id, "stray");
-        assert_eq!(t2.last().unwrap().thread_id, "t2");
-        assert_eq!(store.messages("t1").await.unwrap().len(), expected.len());
-    }
-
-    pub(super) async fn delete_cascades(store: &dyn Store) {
-        store.write(create(thread("t1", "r1", 1))).await.unwrap();
-        store.write(create(thread("t2", "r1", 2))).await.unwrap();
-        store
-            .write(vec![
-                append(
-                    "t1",
-                    vec![message("m1", "t1", "a"), message("m2", "t1", "b")],
-                ),
-                append("t2", vec![message("m3", "t2", "c")]),
-                put("om", "t1/observations", Some("t1"), json!({"n": 1})),
-                put("om", "t1/buffer", Some("t1"), json!([1, 2])),
-                put("tasks", "t1", Some("t1"), json!("list")),
-                put("om", "t2/observations", Some("t2"), json!({"n": 2})),
-                put("om", "settings", None, json!({"global": true})),
-            ])
-            .await
-            .unwrap();
-
-        store
-            .write(vec![WriteOp::DeleteThread {
-                thread_id: "t1".into(),
-            }])
-            .await
-            .unwrap();
-
-        assert_eq!(store.thread("t1").await.unwrap(), None);
-        assert_eq!(store.messages("t1").await.unwrap(), vec![]);
-        assert_eq!(store.record("om", "t1/observations").await.unwrap(), None);
-        assert_eq!(store.records("om", "t1/").await.unwrap(), vec![]);
-        assert_eq!(store.record("tasks", "t1").await.unwrap(), None);
-        // Other threads and unbound records stay.
-        assert_eq!(ids(&store.threads(None).await.unwrap()), ["t2"]);
-        assert_eq!(message_ids(&store.messages("t2").await.unwrap()), ["m3"]);
-        assert!(
-            store
-                .record("om", "t2/observations")
-                .await
-                .unwrap()
-                .is_some()
-        );
-        assert_eq!(
-            store.record("om", "settings").await.unwrap().unwrap().value,
-            json!({"global": true})
-        );
-        // The deleted messages' ids are free again.
-        store
-            .write(vec![append("t2", vec![message("m1", "t2", "again")])])
-            .await
-            .unwrap();
-
-        let error = store
-            .write(vec![WriteOp::DeleteThread {
-                thread_id: "t1".into(),
-            }])
-            .await
-            .unwrap_err();
-        assert_eq!(error, StoreError::ThreadNotFound("t1".into()));
-    }
-
-    pub(super) async fn batch_atomicity(store: &dyn Store) {
-        store.write(create(thread("src", "r1", 1))).await.unwrap();
-        let source = vec![message("s1", "src", "one"), message("s2", "src", "two")];
-        store
-            .write(vec![
-                append("src", source.clone()),
-                put("om", "src/obs", Some("src"), json!({"ids": ["s1", "s2"]})),
-            ])
-            .await
-            .unwrap();
-
-        // A clone whose last op fails (a message id that exists) leaves nothing behind.
-        let error = store
-            .write(vec![
-                WriteOp::CreateThread(thread("clone", "r1", 5)),
-                append(
-                    "clone",
-                    vec![message("c1", "clone", "one"), message("c2", "clone", "two")],
-                ),
-                put(
-                    "om",
-                    "clone/obs",
-                    Some("clone"),
-                    json!({"ids": ["c1", "c2"]}),
-                ),
-                WriteOp::UpdateThread(thread("src", "r1", 6)),
-                append("clone", vec![message("s1", "clone", "duplicate")]),
-            ])
-            .await
-            .unwrap_err();
-        assert_eq!(error, StoreError::MessageExists("s1".into()));
-        assert_eq!(store.thread("clone").await.unwrap(), None);
-        assert_eq!(store.messages("clone").await.unwrap(), vec![]);
-        assert_eq!(store.record("om", "clone/obs").await.unwrap(), None);
-        assert_eq!(store.thread("src").await.unwrap().unwrap().updated_at, 1);
-        assert_eq!(store.messages("src").await.unwrap(), source);
-        // The ids the failed batch used are not taken.
-        store
-            .write(vec![
-                WriteOp::CreateThread(thread("clone", "r1", 5)),
-                append("clone", vec![message("c1", "clone", "one")]),
-            ])
-            .await
-            .unwrap();
-
-        // A failed delete-and-recreate leaves the thread, its messages and records as they were.
-        let error = store
-            .write(vec![
-                WriteOp::DeleteThread {
-                    thread_id: "src".into(),
-                },
-                put("om", "settings", None, json!(1)),
-                WriteOp::DeleteRecord {
-                    namespace: "om".into(),
-                    key: "src/obs".into(),
-                },
-                WriteOp::CreateThread(thread("src", "r9", 9)),
-                append("src", vec![message("new", "src", "x")]),
-                WriteOp::CreateThread(thread("clone", "r1", 5)),
-            ])
-            .await
-            .unwrap_err();
-        assert_eq!(error, StoreError::ThreadExists("clone".into()));
-        let src = store.thread("src").await.unwrap().unwrap();
-        assert_eq!((src.resource_id.as_str(), src.updated_at), ("r1", 1));
-        assert_eq!(store.messages("src").await.unwrap(), source);
-        assert!(store.record("om", "src/obs").await.unwrap().is_some());
-        assert_eq!(store.record("om", "settings").await.unwrap(), None);
-        assert_eq!(store.resource_ids().await.unwrap(), ["r1"]);
-    }
-
-    pub(super) async fn records_by_prefix(store: &dyn Store) {
-        store.write(create(thread("t1", "r1", 1))).await.unwrap();
-        store
-            .write(vec![
-                put("om", "b", None, json!("b")),
-                put("om", "abc", Some("t1"), json!("abc")),
-                put("om", "a", None, json!("a")),
-                put("om", "a\u{10FFFF}", None, json!("max")),
-                put("om", "ab", None, json!("ab")),
-                put("om", "\u{e9}", None, json!("accent")),
-                put("other", "a", None, json!("other a")),
-                put("other", "ab", None, json!("other ab")),
-            ])
-            .await
-            .unwrap();
-        let keys = |records: Vec<harness_core::store::Record>| {
-            records.into_iter().map(|r| r.key).collect::<Vec<_>>()
-        };
-        assert_eq!(
-            keys(store.records("om", "a").await.unwrap()),
-            ["a", "ab", "abc", "a\u{10FFFF}"]
-        );
-        assert_eq!(
-            keys(store.records("om", "ab").await.unwrap()),
-            ["ab", "abc"]
-        );
-        assert_eq!(
-            keys(store.records("om", "").await.unwrap()),
-            ["a", "ab", "abc", "a\u{10FFFF}", "b", "\u{e9}"]
-        );
-        assert_eq!(
-            keys(store.records("om", "c").await.unwrap()),
-            Vec::<String>::new()
-        );
-        assert_eq!(
-            keys(store.records("missing", "").await.unwrap()),
-            Vec::<String>::new()
-        );
-
-        let abc = store.record("om", "abc").await.unwrap().unwrap();
-        assert_eq!(abc.thread_id.as_deref(), Some("t1"));
-        assert_eq!(abc.value, json!("abc"));
-        assert_eq!(store.record("om", "zzz").await.unwrap(), None);
-        assert_eq!(
-            store.record("other", "a").await.unwrap().unwrap().value,
-            json!("other a")
-        );
-
-        // A put replaces the value and the binding; a delete removes; deleting nothing is fine.
-        store
-            .write(vec![put("om", "abc", None, json!({"v": 2}))])
-            .await
-            .unwrap();
-        let abc = store.record("om", "abc").await.unwrap().unwrap();
-        assert_eq!((abc.thread_id, abc.value), (None, json!({"v": 2})));
-        store
-            .write(vec![
-                WriteOp::DeleteRecord {
-                    namespace: "om".into(),
-                    key: "a".into(),
-                },
-                WriteOp::DeleteRecord {
-                    namespace: "om".into(),
-                    key: "never".into(),
-                },
-            ])
-            .await
-            .unwrap();
-        assert_eq!(store.record("om", "a").await.unwrap(), None);
-        assert!(store.record("other", "a").await.unwrap().is_some());
-
-        // A record cannot be bound to a thread that does not exist.
-        let error = store
-            .write(vec![put("om", "x", Some("ghost"), json!(1))])
-            .await
-            .unwrap_err();
-        assert_eq!(error, StoreError::ThreadNotFound("ghost".into()));
-    }
-
-    pub(super) async fn resource_ids(store: &dyn Store) {
-        assert_eq!(store.resource_ids().await.unwrap(), Vec::<String>::new());
-        store.write(create(thread("t1", "zeta", 1))).await.unwrap();
-        store.write(create(thread("t2", "alpha", 2))).await.unwrap();
-        store.write(create(thread("t3", "alpha", 3))).await.unwrap();
-        assert_eq!(store.resource_ids().await.unwrap(), ["alpha", "zeta"]);
-        store
-            .write(vec![WriteOp::DeleteThread {
-                thread_id: "t1".into(),
-            }])
-            .await
-            .unwrap();
-        assert_eq!(store.resource_ids().await.unwrap(), ["alpha"]);
-    }
-
-    pub(super) async fn errors(store: &dyn Store) {
-        store.write(vec![]).await.unwrap();
-        store.write(create(thread("t1", "r1", 1))).await.unwrap();
-        store.write(create(thread("t2", "r1", 1))).await.unwrap();
-        store
-            .write(vec![append("t1", vec![message("m1", "t1", "x")])])
-            .await
-            .unwrap();
-
-        let error = store
-            .write(create(thread("t1", "r2", 5)))
-            .await
-            .unwrap_err();
-        assert_eq!(error, StoreError::ThreadExists("t1".into()));
-        assert!(error.to_string().contains("`t1`"), "{error}");
-        assert_eq!(store.thread("t1").await.unwrap().unwrap().resource_id, "r1");
-
-        let error = store
-            .write(vec![append("ghost", vec![message("g", "ghost", "x")])])
-            .await
-            .unwrap_err();
-        assert_eq!(error, StoreError::ThreadNotFound("ghost".into()));
-        assert!(error.to_string().contains("`ghost`"), "{error}");
-
-        // Message ids are unique across threads, and within one batch.
-        let error = store
-            .write(vec![append("t2", vec![message("m1", "t2", "dup")])])
-            .await
-            .unwrap_err();
-        assert_eq!(error, StoreError::MessageExists("m1".into()));
-        let error = store
-            .write(vec![append(
-                "t2",
-                vec![message("n1", "t2", "a"), message("n1", "t2", "b")],
-            )])
-            .await
-            .unwrap_err();
-        assert_eq!(error, StoreError::MessageExists("n1".into()));
-        assert_eq!(store.messages("t2").await.unwrap(), vec![]);
-        assert_eq!(message_ids(&store.messages("t1").await.unwrap()), ["m1"]);
-    }
+mod memory_store {
+    harness_store::store_conformance!(harness_store::MemoryStore::new);
 }
 
-macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
-        mod memory_store {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let fixture = super::memory();
-                    super::cases::$case(&*fixture.store).await;
-                }
-            )*
-        }
-        mod sqlite_store {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let fixture = super::sqlite();
-                    super::cases::$case(&*fixture.store).await;
-                }
-            )*
-        }
-    };
+mod sqlite_store {
+    harness_store::store_conformance!(super::sqlite);
 }
-
-conformance!(
-    create_get_list,
-    update,
-    append_order,
-    delete_cascades,
-    batch_atomicity,
-    records_by_prefix,
-    resource_ids,
-    errors,
-);
 
 // ---------------------------------------------------------------------------------------
 // SQLite files
@@ -705,7 +221,7 @@ fn sqlite_unreachable_path_is_an_error_not_a_panic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_concurrent_writers_all_land() {
     let fixture = sqlite();
-    let store = Arc::clone(&fixture.store);
+    let store = fixture.store.clone();
     store
         .write(create(thread("shared", "r1", 1)))
         .await
@@ -714,7 +230,7 @@ async fn sqlite_concurrent_writers_all_land() {
     let per_writer = 40;
     let mut tasks = Vec::new();
     for w in 0..writers {
-        let store = Arc::clone(&store);
+        let store = store.clone();
         tasks.push(tokio::spawn(async move {
             let own = format!("own-{w}");
             store.write(create(thread(&own, "r1", 2))).await.unwrap();
