@@ -15,7 +15,6 @@ use harness_core::event::HarnessEvent;
 use harness_core::harness::{Harness, Mode};
 use harness_core::model::{Scripted, ScriptedModel};
 use harness_core::tool::{ApprovalAnswer, Tool, ToolError, tool_fn};
-use harness_examples::tool_results;
 use harness_permissions::Permissions;
 use harness_tags::ToolCategory;
 use serde_json::{Value, json};
@@ -105,10 +104,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .first()
         .map(|r| r.tools.iter().map(|t| t.name.clone()).collect())
         .unwrap_or_default();
-    let results = model
-        .requests()
+    let requests = model.requests();
+    let results = requests
         .get(1)
-        .map(tool_results)
+        .map(|request| request.tool_results())
         .unwrap_or_default();
     for result in &results {
         println!("  the model saw: {result}");

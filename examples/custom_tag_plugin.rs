@@ -18,7 +18,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use harness_core::harness::{Harness, Mode};
 use harness_core::model::{Scripted, ScriptedModel};
 use harness_core::tool::{ToolContext, ToolError, tool_fn};
-use harness_examples::tool_results;
 use harness_tags::{BaseCtx, Compose, Flow, Pipeline, Plugin, Tag, TagInfo};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -180,10 +179,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     harness.init().await?;
     let summary = harness.send_message("Refund A-17 and B-99").await?;
 
-    let results = model
-        .requests()
+    let requests = model.requests();
+    let results = requests
         .last()
-        .map(tool_results)
+        .map(|request| request.tool_results())
         .unwrap_or_default();
     for result in &results {
         println!("tool result: {result}");

@@ -21,7 +21,6 @@ use harness_core::model::{
     FinishReason, KernelMessage, ModelRequest, ModelResponse, Scripted, ScriptedModel, ToolCall,
 };
 use harness_core::tool::{ToolContext, ToolError, tool_fn};
-use harness_examples::tool_results;
 use harness_redaction::{Detector, Entity, Operator, Redaction, Redactor, Target};
 use serde_json::{Value, json};
 
@@ -30,7 +29,7 @@ account manager EMP-204817, project Falcon";
 
 /// The model's second turn: email whoever the lookup returned, by the token it saw.
 fn email_the_contact(request: &ModelRequest) -> Scripted {
-    let seen = tool_results(request).pop().unwrap_or_default();
+    let seen = request.tool_results().pop().unwrap_or_default().to_owned();
     let token = seen
         .split_whitespace()
         .find(|word| word.starts_with("<EMAIL_ADDRESS"))
@@ -116,7 +115,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let requests = model.requests();
     let model_saw = requests
         .get(1)
-        .and_then(|r| tool_results(r).pop())
+        .and_then(|r| r.tool_results().pop().map(str::to_owned))
         .unwrap_or_default();
     let ui_saw = shown.lock().map_err(|e| e.to_string())?.clone();
     let tool_got = received.lock().map_err(|e| e.to_string())?.clone();

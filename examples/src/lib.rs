@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use harness_core::model::{KernelMessage, Model, ModelError, ModelId, ModelRequest, ScriptedModel};
+use harness_core::model::{Model, ModelError, ModelId, ScriptedModel};
 
 /// A model resolver over a few scripted models: each mode or subagent names one by its id.
 pub fn scripted_models(
@@ -17,16 +17,4 @@ pub fn scripted_models(
             .map(|m| Arc::clone(m) as Arc<dyn Model>)
             .ok_or_else(|| ModelError::UnknownModel(id.to_string()))
     }
-}
-
-/// The tool results a model was sent in one request, oldest first.
-pub fn tool_results(request: &ModelRequest) -> Vec<String> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            KernelMessage::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect()
 }

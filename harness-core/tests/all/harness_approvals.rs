@@ -6,14 +6,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::common::next_matching;
 use harness_core::event::{HarnessEvent, Subscription};
 use harness_core::harness::{Harness, HarnessBuilder, HarnessError, Mode, RunOutcome, RunSummary};
-use harness_core::model::{ModelRequest, Scripted, ScriptedModel};
+use harness_core::model::{Scripted, ScriptedModel};
 use harness_core::task::TaskStatus;
 use harness_core::tool::{ApprovalAnswer, ToolError, tool_fn};
 use harness_tags::tags::ToolGateResult;
-use harness_tags::{GateVerdict, KernelMessage, ToolCallCtx, ToolCategory};
+use harness_tags::{GateVerdict, ToolCallCtx, ToolCategory};
+use harness_tests::harness::next_matching;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -95,17 +95,6 @@ async fn suspended(events: &mut Subscription) -> (String, String, Value) {
     .await
 }
 
-fn tool_results(request: &ModelRequest) -> Vec<String> {
-    request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            KernelMessage::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ask_waits_for_the_answer_from_another_task() {
     let deploys = Arc::new(AtomicUsize::new(0));
@@ -128,7 +117,8 @@ async fn ask_waits_for_the_answer_from_another_task() {
             .as_deref(),
         Some("deploy")
     );
-    let state = crate::common::display_where(&harness, |s| s.pending_approval.is_some()).await;
+    let state =
+        harness_tests::harness::display_where(&harness, |s| s.pending_approval.is_some()).await;
     let pending = state.pending_approval.clone().unwrap();
     assert_eq!(pending.tool_name, "deploy");
     assert_eq!(
@@ -250,7 +240,7 @@ async fn headless_ask_is_declined_with_a_message_the_model_sees() {
     assert_eq!(summary.outcome, RunOutcome::Complete);
     assert_eq!(deploys.load(Ordering::SeqCst), 0);
     let second_request = &model.requests()[1];
-    let results = tool_results(second_request);
+    let results = second_request.tool_results();
     assert!(results[0].contains("no one is attached"), "{results:?}");
 }
 
@@ -325,7 +315,7 @@ async fn ask_user_free_text_single_and_multi_select() {
     let (_, tool, payload) = suspended(&mut events).await;
     assert_eq!(tool, "ask_user");
     assert_eq!(payload["question"], "Which database?");
-    crate::common::display_where(&harness, |s| s.pending_suspensions.len() == 1).await;
+    harness_tests::harness::display_where(&harness, |s| s.pending_suspensions.len() == 1).await;
     harness
         .respond_to_tool_suspension(json!("the embedded one"), None)
         .unwrap();
@@ -356,7 +346,8 @@ async fn ask_user_free_text_single_and_multi_select() {
 
     let summary = run.await.unwrap().unwrap();
     assert_eq!(summary.final_text.as_deref(), Some("noted"));
-    let results = tool_results(model.requests().last().unwrap());
+    let requests = model.requests();
+    let results = requests.last().unwrap().tool_results();
     assert_eq!(
         results,
         [
@@ -414,7 +405,8 @@ async fn several_suspensions_need_a_call_id() {
         .unwrap();
     run.await.unwrap().unwrap();
 
-    let mut results = tool_results(model.requests().last().unwrap());
+    let requests = model.requests();
+    let mut results = requests.last().unwrap().tool_results();
     results.sort();
     assert_eq!(
         results,
@@ -465,7 +457,8 @@ async fn without_a_user_interface_questions_return_plain_text() {
             .then(Scripted::text("ok")),
     );
     harness.send_message("go").await.unwrap();
-    let results = tool_results(model.requests().last().unwrap());
+    let requests = model.requests();
+    let results = requests.last().unwrap().tool_results();
     assert_eq!(results[0], "[Question for user]: Name?");
     assert!(
         results[1].starts_with("[Plan submitted for review]"),
@@ -528,7 +521,8 @@ async fn a_rejected_plan_gets_feedback_and_an_approved_one_switches_mode_at_rest
         "build",
         "switched once the run was at rest"
     );
-    let results = tool_results(model.requests().last().unwrap());
+    let requests = model.requests();
+    let results = requests.last().unwrap().tool_results();
     assert!(
         results[0].contains("User feedback: add a parse step"),
         "{results:?}"

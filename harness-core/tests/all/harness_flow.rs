@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use crate::common::{GatedModel, builder_with, drain, next_matching};
 use harness_core::event::{AgentEndReason, HarnessEvent};
 use harness_core::harness::RunOutcome;
 use harness_core::harness::{FollowUp, HarnessError};
 use harness_core::store::StoredMessage;
 use harness_tags::KernelMessage;
+use harness_tests::harness::{GatedModel, builder_with, drain, next_matching};
 
 fn transcript(messages: &[StoredMessage]) -> Vec<String> {
     messages
@@ -72,7 +72,8 @@ async fn follow_ups_queue_behind_the_run_and_drain_in_order() {
     })
     .await;
     assert_eq!(announced, ["second", "third"]);
-    crate::common::display_where(&harness, |s| s.queued_follow_ups == ["second", "third"]).await;
+    harness_tests::harness::display_where(&harness, |s| s.queued_follow_ups == ["second", "third"])
+        .await;
 
     gate.release();
     let summary = first.await.unwrap().unwrap();

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::common::{drain, next_matching};
 use harness_core::event::HarnessEvent;
 use harness_core::harness::{Harness, Heartbeat, Mode, SubagentDef};
 use harness_core::model::{Model, ModelId, ModelRequest, Scripted, ScriptedModel};
@@ -14,6 +13,7 @@ use harness_core::store::{MemoryThreadLock, metadata};
 use harness_core::tool::{ToolError, tool_fn};
 use harness_tags::tags::{MessageSubagentHandoff, SubagentResultTag};
 use harness_tags::{KernelMessage, SubagentCtx, SubagentResult};
+use harness_tests::harness::{drain, next_matching};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -372,8 +372,8 @@ async fn heartbeats_start_with_init_and_stop_with_destroy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destroy_aborts_the_active_run() {
-    let (model, mut gate) = crate::common::GatedModel::new("gated/one");
-    let harness = crate::common::builder_with(model).build().unwrap();
+    let (model, mut gate) = harness_tests::harness::GatedModel::new("gated/one");
+    let harness = harness_tests::harness::builder_with(model).build().unwrap();
     harness.init().await.unwrap();
     let mut events = harness.subscribe();
     let run = tokio::spawn({

@@ -4,7 +4,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::common::{drain, next_matching};
 use harness_core::event::HarnessEvent;
 use harness_core::harness::{BuildError, CloneOptions, Harness, HarnessError, Mode};
 use harness_core::model::{Model, ModelId, Scripted, ScriptedModel};
@@ -12,6 +11,7 @@ use harness_core::store::{MemoryStore, MemoryThreadLock, Store, ThreadRecord, Wr
 use harness_core::tool::tool_fn;
 use harness_tags::tags::{ThreadCloned, ThreadDeleted};
 use harness_tags::{ThreadChange, ThreadCtx};
+use harness_tests::harness::{drain, next_matching};
 use serde_json::{Map, json};
 
 /// A resolver that answers every model id with a scripted model saying which model it is.

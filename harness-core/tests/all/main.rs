@@ -3,7 +3,6 @@
 //!
 //! One binary for every integration test of the crate, so that linking stays cheap.
 
-mod common;
 mod display_reducer;
 mod display_scheduler;
 mod event_bus;

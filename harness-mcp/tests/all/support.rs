@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use harness_core::event::{Delivery, EventEnvelope, HarnessEvent, Subscription};
+use harness_core::event::{EventEnvelope, HarnessEvent, Subscription};
 use harness_core::harness::{Harness, HarnessBuilder, HarnessError, Mode, RunSummary};
 use harness_core::model::{Model, ModelRequest, Scripted, ScriptedModel};
 use harness_mcp::{McpClient, McpHarnessExt, McpServer};
@@ -174,19 +174,7 @@ pub(crate) async fn wait_for_progress(events: &mut Subscription) -> Arc<EventEnv
     wait_for(events, |e| matches!(e, HarnessEvent::ToolUpdate { .. })).await
 }
 
-/// Waits for the first event `matches` accepts.
-pub(crate) async fn wait_for(
-    events: &mut Subscription,
-    matches: impl Fn(&HarnessEvent) -> bool,
-) -> Arc<EventEnvelope> {
-    loop {
-        match events.recv().await {
-            Some(Delivery::Event(envelope)) if matches(&envelope.event) => return envelope,
-            Some(_) => {}
-            None => panic!("the event bus closed"),
-        }
-    }
-}
+pub(crate) use harness_tests::harness::wait_for;
 
 /// Kills a process the way a crash or the OOM killer would.
 pub(crate) fn kill(pid: u32) {

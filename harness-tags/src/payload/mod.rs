@@ -228,6 +228,34 @@ pub struct ModelRequest {
     pub max_tokens: Option<u32>,
 }
 
+impl ModelRequest {
+    /// What the model is told of each tool call it made: the contents of the tool-result
+    /// messages, oldest first.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use harness_tags::{KernelMessage, ModelRequest};
+    ///
+    /// let request = ModelRequest {
+    ///     messages: Arc::new(vec![
+    ///         KernelMessage::user("read it"),
+    ///         KernelMessage::tool_result("c1", "read_file", "hello", false),
+    ///     ]),
+    ///     ..ModelRequest::default()
+    /// };
+    /// assert_eq!(request.tool_results(), ["hello"]);
+    /// ```
+    pub fn tool_results(&self) -> Vec<&str> {
+        self.messages
+            .iter()
+            .filter_map(|message| match message {
+                KernelMessage::ToolResult { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// Why the model stopped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

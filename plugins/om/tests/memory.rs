@@ -22,6 +22,7 @@ use harness_tags::tags::{LifecycleFailureTag, MemoryContextTag};
 use harness_tags::{
     BaseCtx, FailureReason, KernelMessage, LifecycleFailure, MemoryContext, MemoryCtx,
 };
+use harness_tests::harness;
 use serde_json::{Value, json};
 
 /// `count` filler words (about one token each), after a marker.
@@ -138,27 +139,17 @@ fn ack_agent() -> Arc<ScriptedModel> {
 
 /// Every event currently on the subscription, without waiting.
 fn drain(events: &mut Subscription) -> Vec<HarnessEvent> {
-    let mut seen = Vec::new();
-    while let Some(Some(delivery)) = futures_util::FutureExt::now_or_never(events.next()) {
-        if let Delivery::Event(event) = delivery {
-            seen.push(event.event.clone());
-        }
-    }
-    seen
+    harness::drain(events)
+        .iter()
+        .map(|envelope| envelope.event.clone())
+        .collect()
 }
 
 async fn wait_for(
     events: &mut Subscription,
-    mut wanted: impl FnMut(&HarnessEvent) -> bool,
+    wanted: impl Fn(&HarnessEvent) -> bool,
 ) -> HarnessEvent {
-    while let Some(delivery) = events.next().await {
-        if let Delivery::Event(event) = delivery
-            && wanted(&event.event)
-        {
-            return event.event.clone();
-        }
-    }
-    panic!("the event stream ended");
+    harness::wait_for(events, wanted).await.event.clone()
 }
 
 fn memory_of(request: &ModelRequest) -> Option<&str> {

@@ -12,7 +12,7 @@ use harness_core::harness::{Harness, Mode};
 use harness_core::model::{Scripted, ScriptedModel};
 use harness_core::tool::{ApprovalAnswer, ToolError, tool_fn};
 use harness_permissions::{Permissions, Policy};
-use harness_tags::{KernelMessage, ToolCategory};
+use harness_tags::ToolCategory;
 use serde_json::{Value, json};
 
 type Ran = Arc<Mutex<Vec<String>>>;
@@ -46,20 +46,6 @@ fn harness(model: Arc<ScriptedModel>, ran: &Ran, persist_grants: bool) -> Harnes
         .persist_grants(persist_grants)
         .build()
         .unwrap()
-}
-
-fn tool_results(model: &ScriptedModel) -> Vec<String> {
-    let requests = model.requests();
-    requests
-        .last()
-        .unwrap()
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            KernelMessage::ToolResult { content, .. } => Some(content.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,7 +115,8 @@ async fn a_run_under_the_rule_chain() {
         "a denied tool is never offered: {offered:?}"
     );
     assert!(offered.contains(&"deploy".to_owned()));
-    let results = tool_results(&model);
+    let requests = model.requests();
+    let results = requests.last().unwrap().tool_results();
     assert_eq!(
         results[0], "read_file done",
         "read is allowed by its category"
@@ -143,7 +130,8 @@ async fn a_run_under_the_rule_chain() {
     let second = harness.send_message("again").await.unwrap();
     assert_eq!(second.final_text.as_deref(), Some("second run done"));
     assert_eq!(ui.await.unwrap(), ["deploy", "edit_file"]);
-    let results = tool_results(&model);
+    let requests = model.requests();
+    let results = requests.last().unwrap().tool_results();
     assert_eq!(results[3], "deploy done");
     assert!(results[4].contains("not now"), "{results:?}");
     assert_eq!(*ran.lock().unwrap(), ["read_file", "deploy", "deploy"]);

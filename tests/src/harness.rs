@@ -1,7 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Test models and helpers shared by the harness integration tests.
+//! Helpers for tests that drive a [`Harness`]: a model that holds its stream until the test
+//! releases it, and waiting on the event stream and the display state.
 
-#![allow(dead_code)] // each test file uses its own subset
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a broken expectation is a failed test
 
 use std::sync::Arc;
 
@@ -19,20 +19,23 @@ use tokio::sync::{Semaphore, mpsc};
 /// A model that answers `on it: <message>`, then holds the stream open until the test
 /// releases it, so that a run can be caught mid-stream. Each call reports the latest user
 /// message on `started`.
-pub(crate) struct GatedModel {
+#[derive(Debug)]
+pub struct GatedModel {
     id: ModelId,
     gate: Arc<Semaphore>,
     started: mpsc::UnboundedSender<String>,
 }
 
 /// The test's end of a [`GatedModel`].
-pub(crate) struct Gate {
+#[derive(Debug)]
+pub struct Gate {
     gate: Arc<Semaphore>,
     started: mpsc::UnboundedReceiver<String>,
 }
 
 impl GatedModel {
-    pub(crate) fn new(id: &str) -> (Arc<Self>, Gate) {
+    /// A gated model with id `id`, and the test's end of it.
+    pub fn new(id: &str) -> (Arc<Self>, Gate) {
         let gate = Arc::new(Semaphore::new(0));
         let (started, receiver) = mpsc::unbounded_channel();
         let model = GatedModel {
@@ -52,17 +55,18 @@ impl GatedModel {
 
 impl Gate {
     /// Waits for the next model call and returns the user message it answers.
-    pub(crate) async fn next_call(&mut self) -> String {
+    pub async fn next_call(&mut self) -> String {
         self.started.recv().await.expect("the model is gone")
     }
 
     /// Lets one held stream finish.
-    pub(crate) fn release(&self) {
+    pub fn release(&self) {
         self.gate.add_permits(1);
     }
 }
 
-pub(crate) fn last_user_text(request: &ModelRequest) -> String {
+/// The text of the last user message in `request`.
+pub fn last_user_text(request: &ModelRequest) -> String {
     request
         .messages
         .iter()
@@ -106,7 +110,7 @@ impl Model for GatedModel {
 }
 
 /// A builder with one `build` mode whose model is `model`.
-pub(crate) fn builder_with(model: Arc<dyn Model>) -> HarnessBuilder {
+pub fn builder_with(model: Arc<dyn Model>) -> HarnessBuilder {
     let id = model.id().to_string();
     Harness::builder("test-agent")
         .mode(Mode::new("build").default_model(id))
@@ -114,7 +118,7 @@ pub(crate) fn builder_with(model: Arc<dyn Model>) -> HarnessBuilder {
 }
 
 /// The next event on `events` that `pick` accepts, skipping the rest.
-pub(crate) async fn next_matching<T>(
+pub async fn next_matching<T>(
     events: &mut Subscription,
     mut pick: impl FnMut(&HarnessEvent) -> Option<T>,
 ) -> T {
@@ -129,7 +133,7 @@ pub(crate) async fn next_matching<T>(
 }
 
 /// Every event currently buffered on `events`, without waiting.
-pub(crate) fn drain(events: &mut Subscription) -> Vec<Arc<EventEnvelope>> {
+pub fn drain(events: &mut Subscription) -> Vec<Arc<EventEnvelope>> {
     let mut seen = Vec::new();
     while let Some(Some(delivery)) = events.next().now_or_never() {
         if let Delivery::Event(event) = delivery {
@@ -141,7 +145,7 @@ pub(crate) fn drain(events: &mut Subscription) -> Vec<Arc<EventEnvelope>> {
 
 /// Waits for the first display-state snapshot that `holds` accepts (snapshots are published
 /// just after the events they contain reach subscribers).
-pub(crate) async fn display_where(
+pub async fn display_where(
     harness: &Harness,
     holds: impl Fn(&harness_core::display::DisplayState) -> bool,
 ) -> Arc<harness_core::display::DisplayState> {
@@ -152,4 +156,19 @@ pub(crate) async fn display_where(
         }
     }
     panic!("the display state stream ended");
+}
+
+/// Waits for the first event `matches` accepts, and returns its envelope.
+pub async fn wait_for(
+    events: &mut Subscription,
+    matches: impl Fn(&HarnessEvent) -> bool,
+) -> Arc<EventEnvelope> {
+    while let Some(delivery) = events.next().await {
+        if let Delivery::Event(envelope) = delivery
+            && matches(&envelope.event)
+        {
+            return envelope;
+        }
+    }
+    panic!("the event stream ended");
 }
