@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Integration tests of harness-core: the display reducer and scheduler, the event bus, and the
 //! harness (approvals, event order, flow, subagents, threads, run failures).
 //!
@@ -11,4 +12,8 @@ mod harness_event_order;
 mod harness_flow;
 mod harness_subagents;
 mod harness_threads;
+mod healing;
+mod json_repair;
 mod run_failure;
+mod tasks;
+mod tool_registry;
