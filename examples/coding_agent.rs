@@ -26,7 +26,6 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use harness_cli::render::{Style, View};
-use harness_cli::workspace::Workspace;
 use harness_core::event::{Delivery, HarnessEvent};
 use harness_core::harness::{Harness, Mode};
 use harness_core::model::{
@@ -34,6 +33,7 @@ use harness_core::model::{
 };
 use harness_core::tool::ApprovalAnswer;
 use harness_permissions::Permissions;
+use harness_workspace::Workspace;
 use serde_json::json;
 
 const BUGGY: &str = "/// Adds two numbers.\npub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n";

@@ -19,7 +19,7 @@
 //!   folders are trusted, and what an untrusted one may not set.
 //! - [`setup`]: choosing the model and building the [`Harness`](harness_core::harness::Harness)
 //!   with its store, tools and plugins.
-//! - [`workspace`]: the file and shell tools, confined to a directory.
+//! - the file and shell tools come from [`harness_workspace`], confined to a directory.
 //! - [`demo`]: the offline demo model and its tools.
 //! - [`render`] and [`answers`]: what a terminal shows of the display state, and how typed
 //!   answers become approvals and tool answers.
@@ -38,7 +38,6 @@ pub mod render;
 pub mod run;
 pub mod setup;
 pub mod threads;
-pub mod workspace;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -65,7 +64,7 @@ pub enum CliError {
     Model(#[from] harness_core::model::ModelError),
     /// The workspace directory is not usable.
     #[error(transparent)]
-    Workspace(#[from] workspace::WorkspaceError),
+    Workspace(#[from] harness_workspace::WorkspaceError),
     /// Redaction failed.
     #[error(transparent)]
     Redaction(#[from] harness_redaction::RedactionError),

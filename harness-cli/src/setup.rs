@@ -18,7 +18,7 @@ use crate::CliError;
 use crate::args::{Global, ModelArgs};
 use crate::config::{ConfigError, Protocol, Settings};
 use crate::demo::{self, DEMO_MODEL, DemoModel};
-use crate::workspace::Workspace;
+use harness_workspace::Workspace;
 
 /// The database used when neither `--db` nor `harness.toml` names one.
 pub const DEFAULT_DB: &str = ".harness/harness.db";

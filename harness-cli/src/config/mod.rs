@@ -465,7 +465,7 @@ pub(crate) fn read_config_text(path: &Path) -> std::io::Result<String> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(crate::workspace::NEVER_BLOCK);
+        options.custom_flags(harness_workspace::NEVER_BLOCK);
     }
     let file = options.open(path)?;
     let metadata = file.metadata()?;

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use cap_std::fs::OpenOptions;
 use harness_core::tool::ToolError;
 
-use super::{Workspace, never_block, not_regular};
+use crate::{Workspace, never_block, not_regular};
 
 /// The most bytes `read_file` returns (and reads, past the lines it skips).
 pub(super) const MAX_READ: usize = 256 * 1024;

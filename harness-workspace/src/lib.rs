@@ -29,7 +29,7 @@
 //! | `shell` | execute | a command, its output streamed to the UI |
 //!
 //! ```
-//! use harness_cli::workspace::Workspace;
+//! use harness_workspace::Workspace;
 //!
 //! let dir = tempfile::tempdir()?;
 //! let workspace = Workspace::new(dir.path())?;
@@ -39,6 +39,8 @@
 //! assert!(workspace.open("/etc/passwd").is_err());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod files;
 mod grep;
@@ -304,7 +306,7 @@ fn not_regular(asked: &str) -> ToolError {
 /// The flags that keep `open` from waiting: a pipe without a writer (or, for writing, without
 /// a reader) would block it until one comes; a terminal would become the controlling one.
 #[cfg(unix)]
-pub(crate) const NEVER_BLOCK: i32 = rustix::fs::OFlags::NONBLOCK
+pub const NEVER_BLOCK: i32 = rustix::fs::OFlags::NONBLOCK
     .union(rustix::fs::OFlags::NOCTTY)
     .bits() as i32;
 

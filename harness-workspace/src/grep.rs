@@ -26,7 +26,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use regex::Regex;
 use tokio_util::sync::CancellationToken;
 
-use super::{GrepArgs, Workspace};
+use crate::{GrepArgs, Workspace};
 
 /// The most matches `grep` returns.
 const MAX_MATCHES: usize = 200;
