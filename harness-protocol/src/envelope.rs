@@ -44,7 +44,8 @@ pub struct EventEnvelope {
     /// The run the event belongs to, for events inside a run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<Arc<str>>,
-    /// When the event was published, in Unix milliseconds.
+    /// When the event was published, in Unix milliseconds (at the resolution of the system's
+    /// coarse clock: a few milliseconds).
     pub at: i64,
     /// The event.
     pub event: HarnessEvent,

@@ -34,7 +34,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::broadcast;
 
 use harness_protocol::{EventEnvelope, EventScope};
-use harness_tags::util::{lock, unix_ms};
+use harness_tags::util::{coarse_unix_ms, lock};
 
 use super::HarnessEvent;
 
@@ -312,7 +312,7 @@ impl EventBus {
             seq: *next_seq,
             thread_id: scope.thread_id.clone(),
             run_id: scope.run_id.clone(),
-            at: unix_ms(),
+            at: coarse_unix_ms(),
             event,
         });
         *next_seq += 1;
