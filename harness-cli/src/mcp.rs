@@ -24,8 +24,8 @@ use crate::commands::write_stdout;
 use crate::config::{ConfiguredMcpServer, McpAdmission, Settings};
 use crate::render::{Style, show_controls, strip_controls, truncate};
 
-/// The longest tool description shown in the text listing.
-const DESCRIPTION: usize = 80;
+/// The width the text listing's tool lines keep to (descriptions are cut to fit).
+const LINE: usize = 100;
 
 /// Runs `harness mcp ...`.
 pub async fn mcp(global: &Global, command: McpCommand) -> Result<ExitCode, CliError> {
@@ -279,34 +279,128 @@ pub fn listing(reports: &[ServerReport], how_to_trust: &str, style: Style) -> St
     out
 }
 
-/// A server's tools in columns: name, category, policy, description.
+/// A server's tools in columns under a header: name, category, policy, and as much of the
+/// description's first line as fits in [`LINE`] columns.
 fn tool_table(report: &ServerReport, style: Style) -> String {
     if report.tools.is_empty() {
         return String::new();
     }
-    let names: Vec<String> = report
+    let rows: Vec<[String; 3]> = report
         .tools
         .iter()
-        .map(|tool| strip_controls(&tool.name).into_owned())
+        .map(|tool| {
+            let policy = match tool.policy {
+                Policy::Allow => "allow",
+                Policy::Ask => "ask",
+                Policy::Deny => "deny",
+            };
+            [
+                strip_controls(&tool.name).into_owned(),
+                tool.category.as_str().to_owned(),
+                policy.to_owned(),
+            ]
+        })
         .collect();
-    let width = names
-        .iter()
-        .map(|name| name.chars().count())
-        .max()
-        .unwrap_or(0);
-    let mut out = String::new();
-    for (tool, name) in report.tools.iter().zip(&names) {
-        let policy = match tool.policy {
-            Policy::Allow => "allow",
-            Policy::Ask => "ask",
-            Policy::Deny => "deny",
-        };
+    let header = ["TOOL", "CATEGORY", "POLICY"];
+    let width = |column: usize| {
+        rows.iter()
+            .map(|row| row[column].chars().count())
+            .chain([header[column].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (name, category, policy) = (width(0), width(1), width(2));
+    let room = LINE.saturating_sub(name + category + policy + 8).max(30);
+    let mut out = style.dim(&format!(
+        "  {:name$}  {:category$}  {:policy$}  DESCRIPTION",
+        header[0], header[1], header[2]
+    ));
+    out.push('\n');
+    for (tool, [tool_name, tool_category, tool_policy]) in report.tools.iter().zip(&rows) {
         let description = strip_controls(tool.description.lines().next().unwrap_or(""));
         out.push_str(&format!(
-            "  {name:width$}  {:7}  {policy:5}  {}\n",
-            tool.category.as_str(),
-            style.dim(&truncate(description.trim(), DESCRIPTION)),
+            "  {tool_name:name$}  {tool_category:category$}  {tool_policy:policy$}  {}\n",
+            style.dim(&truncate(description.trim(), room)),
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(server: &str, state: ServerState) -> ServerReport {
+        ServerReport {
+            server: server.into(),
+            file: "harness.toml".into(),
+            state,
+            reason: None,
+            server_info: None,
+            tools: Vec::new(),
+            resources: 0,
+            prompts: 0,
+        }
+    }
+
+    #[test]
+    fn the_listing_shows_what_servers_say_without_their_escape_sequences() {
+        let mut hostile = report("evil", ServerState::Connected);
+        hostile.server_info = Some("evil\x1b[2J 1.0".into());
+        hostile.tools.push(ToolReport {
+            name: "evil__read\x1b]0;x\x07".into(),
+            server_tool: "read".into(),
+            category: ToolCategory::Read,
+            policy: Policy::Allow,
+            description: format!("Reads\x1b[8m a file. {}\nSecond line", "x".repeat(500)),
+        });
+        let mut failed = report("broken", ServerState::Failed);
+        failed.reason = Some("could not be started.\nIts stderr ended with:\n\x1b[31mboom".into());
+        let mut untrusted = report("far", ServerState::Untrusted);
+        untrusted.reason = Some("not started: harness.toml is not trusted".into());
+        let text = listing(
+            &[hostile, failed, untrusted],
+            "if you trust this folder, run `harness trust /src/app`",
+            Style::plain(),
+        );
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "evil · connected · evil 1.0 · 1 tool · harness.toml"
+        );
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["TOOL", "CATEGORY", "POLICY", "DESCRIPTION"]
+        );
+        assert!(
+            lines[2].starts_with("  evil__read  read      allow   Reads a file. xxx"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[2].chars().count() <= LINE && lines[2].ends_with('…'),
+            "{}",
+            lines[2]
+        );
+        assert_eq!(
+            lines[4..8],
+            [
+                "broken · failed · harness.toml",
+                "  could not be started.",
+                "  Its stderr ended with:",
+                "  boom"
+            ]
+        );
+        assert!(
+            text.ends_with(
+                "3 MCP servers: 1 connected, 1 failed, 1 not trusted.\nIf you trust this folder, \
+                 run `harness trust /src/app`.\n"
+            ),
+            "{text}"
+        );
+    }
 }
