@@ -18,6 +18,7 @@ Examples:
   harness tags --json                            the tag catalog as JSON
   echo 'mail bob@example.com' | harness redact   PII and secrets redacted
   harness trust                                  let this folder's harness.toml widen what runs
+  harness mcp list                               the MCP servers configured, and their tools
 
 Models come from --model, harness.toml, your config.toml or the first key found in the
 environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, OPENROUTER_API_KEY, GEMINI_API_KEY,
@@ -26,7 +27,7 @@ runs.
 Threads live in .harness/harness.db. Set NO_COLOR to turn colour off.
 
 A project's harness.toml may only widen what runs or where keys go (provider URLs and key
-variables, yolo, allow rules, a workspace outside it, less redaction) once you trust its
+variables, yolo, allow rules, a workspace outside it, less redaction, MCP servers) once you trust its
 folder with `harness trust`; until then those settings are ignored, and a line says which.
 Your own settings go in config.toml in $HARNESS_CONFIG_DIR, $XDG_CONFIG_HOME/harness or
 ~/.config/harness, where `harness trust` also keeps its list.";
@@ -81,6 +82,9 @@ pub enum Command {
     /// Mark a project folder untrusted: its harness.toml may not widen anything.
     #[command(after_help = UNTRUST_HELP)]
     Untrust(UntrustArgs),
+    /// The MCP servers of harness.toml and config.toml: whether they start, and their tools.
+    #[command(subcommand)]
+    Mcp(McpCommand),
 }
 
 const RUN_HELP: &str = "\
@@ -136,7 +140,8 @@ Examples:
 
 Until its folder is trusted, a project's harness.toml cannot set: providers' base_url (for
 providers that send a key) and api_key_env, permissions.yolo, allow rules, a workspace or
-database outside the folder, and [redaction] keys other than custom and deny. Trust a folder
+database outside the folder, [redaction] keys other than custom and deny, and enabled
+[mcp.servers.NAME] (commands to run, hosts to send headers to). Trust a folder
 only if you trust its contents. The list is trust.toml in your configuration directory
 ($HARNESS_CONFIG_DIR, else $XDG_CONFIG_HOME/harness, else ~/.config/harness).";
 
@@ -272,6 +277,46 @@ pub struct UntrustArgs {
     /// The folder [default: the current directory]
     #[arg(value_name = "PATH")]
     pub path: Option<PathBuf>,
+}
+
+/// `harness mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start each configured MCP server, list its tools, and stop it.
+    #[command(after_help = MCP_LIST_HELP)]
+    List(McpListArgs),
+}
+
+const MCP_LIST_HELP: &str = "\
+Examples:
+  harness mcp list
+  harness mcp list --timeout 120      a server started with `npx -y` may download first
+  harness mcp list --json | jq '.[] | {server, state}'
+
+Servers are [mcp.servers.NAME] tables of harness.toml or of your config.toml:
+  [mcp.servers.fs]
+  command = \"npx\"
+  args = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \".\"]
+  disabled_tools = [\"write_file\"]          # or tools = [...], an allow-list
+  [mcp.servers.docs]
+  url = \"https://mcp.example.com/mcp\"
+  headers = { Authorization = \"Bearer ${DOCS_TOKEN}\" }
+
+Each server is shown connected (with its tools as the model sees them: NAME__TOOL, their
+permission category and what the permission rules say), failed (with the reason and the end of
+its stderr), disabled, or not started because its project folder is not trusted. The exit
+status is 0 whatever the servers do; 2 when the configuration is wrong.";
+
+/// `harness mcp list`.
+#[derive(Debug, Args)]
+pub struct McpListArgs {
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// How long each server may take to start and list its tools, in seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
 }
 
 /// `harness redact`.

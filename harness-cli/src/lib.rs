@@ -9,22 +9,23 @@
 //! harness tags --json                    # the tag catalog
 //! harness redact < output.txt            # PII and secrets redacted
 //! harness trust                          # let this folder's harness.toml widen what runs
+//! harness mcp list                       # the MCP servers configured, and their tools
 //! ```
 //!
 //! The library holds what the binary is made of, so that it can be tested and reused:
 //!
 //! - [`args`]: the command line (clap).
-//! - [`config`]: `harness.toml` (modes, models, providers, permissions, redaction), layered
-//!   over the user's `config.toml`, with errors that name the file and line; which project
-//!   folders are trusted, and what an untrusted one may not set.
+//! - [`config`]: `harness.toml` (modes, models, providers, permissions, redaction, MCP
+//!   servers), layered over the user's `config.toml`, with errors that name the file and
+//!   line; which project folders are trusted, and what an untrusted one may not set.
 //! - [`setup`]: choosing the model and building the [`Harness`](harness_core::harness::Harness)
-//!   with its store, tools and plugins.
+//!   with its store, tools, MCP servers and plugins.
 //! - the file and shell tools come from [`harness_workspace`], confined to a directory.
 //! - [`demo`]: the offline demo model and its tools.
 //! - [`render`] and [`answers`]: what a terminal shows of the display state, and how typed
 //!   answers become approvals and tool answers.
-//! - [`run`], [`chat`], [`threads`] and [`commands`]: the commands (`trust` and `untrust`
-//!   are in [`commands`]).
+//! - [`run`], [`chat`], [`threads`], [`mcp`] and [`commands`]: the commands (`trust` and
+//!   `untrust` are in [`commands`]).
 //! - [`progress`]: the spinner on standard error.
 
 pub mod answers;
@@ -33,6 +34,7 @@ pub mod chat;
 pub mod commands;
 pub mod config;
 pub mod demo;
+pub mod mcp;
 pub mod progress;
 pub mod render;
 pub mod run;
@@ -132,6 +134,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             Command::Redact(args) => commands::redact(args.json),
             Command::Trust(args) => commands::trust(args),
             Command::Untrust(args) => commands::untrust(args),
+            Command::Mcp(command) => mcp::mcp(&cli.global, command).await,
         }
     });
     // Tool processes and stdin readers must not keep the process alive.

@@ -1,5 +1,5 @@
 //! From flags and `harness.toml` to a running [`Harness`]: the model, the store, the modes,
-//! the tools and the plugins.
+//! the tools, the MCP servers and the plugins.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use harness_core::model::{
 };
 use harness_core::store::{SqliteStore, ThreadRecord};
 use harness_core::tool::Tool;
+use harness_mcp::McpHarnessExt;
 use serde_json::{Map, Value};
 
 use crate::CliError;
@@ -329,6 +330,13 @@ impl Setup {
         }
         if let Some(memory) = settings.memory()? {
             builder = builder.plugin(memory);
+        }
+        // Started by the first run that asks for their tools; a failure is an error event,
+        // and the run goes on without that server.
+        for configured in settings.mcp_servers()? {
+            if configured.runs() {
+                builder = builder.mcp_server(configured.server);
+            }
         }
         if yolo {
             let mut state = Map::new();

@@ -13,6 +13,10 @@ use harness_core::event::EventEnvelope;
 use harness_tests::mock_llm::{MockLlm, openai};
 use serde_json::{Value, json};
 
+// The tests of one concern, in a folder beside this file (still this one test binary).
+#[path = "cli/mcp.rs"]
+mod mcp;
+
 struct Output {
     code: i32,
     stdout: String,

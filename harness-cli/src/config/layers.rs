@@ -10,7 +10,10 @@ use harness_redaction::Redaction;
 use toml::Spanned;
 
 use super::trust::{TrustLevel, TrustList, USER_CONFIG_FILE, user_config_dir};
-use super::{Config, ConfigError, DEFAULT_FILE, ModeConfig, ProviderConfig, default_rules};
+use super::{
+    Config, ConfigError, ConfiguredMcpServer, DEFAULT_FILE, McpAdmission, ModeConfig,
+    ProviderConfig, default_rules,
+};
 
 /// List keys of `[redaction]` whose entries add up across the two files rather than replace.
 const APPENDED_REDACTION_KEYS: [&str; 3] = ["custom", "deny", "allow"];
@@ -121,10 +124,26 @@ impl Settings {
     /// One line saying which settings of the project file were ignored and how to trust its
     /// folder; `None` when nothing was ignored.
     pub fn notice(&self) -> Option<String> {
-        let folder = self.trust.folder.as_ref()?;
         if self.trust.ignored.is_empty() {
             return None;
         }
+        let (state, how) = self.distrust()?;
+        Some(format!(
+            "{state}, so these settings of it were ignored: {}; {how}",
+            self.trust.ignored.join(", ")
+        ))
+    }
+
+    /// Why the project file does not apply in full and how to trust its folder:
+    /// (`harness.toml is not trusted`, ``if you trust this folder, run `harness trust DIR` ``);
+    /// `None` without a project file or when its folder is trusted.
+    pub fn distrust(&self) -> Option<(String, String)> {
+        let folder = self.trust.folder.as_ref()?;
+        let state = match self.trust.level {
+            Some(TrustLevel::Trusted) => return None,
+            Some(TrustLevel::Untrusted) => "is marked untrusted",
+            None => "is not trusted",
+        };
         let how = if self.trust.config_dir.is_some() {
             format!(
                 "if you trust this folder, run `harness trust {}`",
@@ -133,15 +152,7 @@ impl Settings {
         } else {
             "set HOME or HARNESS_CONFIG_DIR, then run `harness trust` to trust it".to_owned()
         };
-        let state = match self.trust.level {
-            Some(TrustLevel::Untrusted) => "is marked untrusted",
-            _ => "is not trusted",
-        };
-        Some(format!(
-            "{} {state}, so these settings of it were ignored: {}; {how}",
-            self.project.file(),
-            self.trust.ignored.join(", ")
-        ))
+        Some((format!("{} {state}", self.project.file()), how))
     }
 
     /// The files, lowest precedence first.
@@ -236,6 +247,28 @@ impl Settings {
             (Some(_), None) => self.user.redaction(),
             (None, _) => self.project.redaction(),
         }
+    }
+
+    /// The MCP servers, by name: the user's, and the project's, whose server of a name
+    /// replaces the user's server of that name. A project server that its folder's trust keeps
+    /// from running is listed too ([`McpAdmission::Untrusted`]) and replaces nothing.
+    pub fn mcp_servers(&self) -> Result<Vec<ConfiguredMcpServer>, ConfigError> {
+        let project = self.project.mcp_servers()?;
+        let replaced = |name: &str| {
+            project
+                .iter()
+                .any(|p| p.admission == McpAdmission::Admitted && p.server.name() == name)
+        };
+        let mut servers: Vec<ConfiguredMcpServer> = self
+            .user
+            .mcp_servers()?
+            .into_iter()
+            .filter(|user| !replaced(user.server.name()))
+            .collect();
+        servers.extend(project);
+        // Stable: of two servers of one name, the one that runs comes first.
+        servers.sort_by(|a, b| a.server.name().cmp(b.server.name()));
+        Ok(servers)
     }
 
     /// The observational-memory plugin (`None` when off); the project's `[memory]` keys
@@ -418,6 +451,60 @@ mod tests {
                 .ends_with("set HOME or HARNESS_CONFIG_DIR, then run `harness trust` to trust it"),
             "{notice}"
         );
+    }
+
+    #[test]
+    fn project_servers_replace_the_users_of_their_name_only_when_trusted() {
+        let user_text = "[mcp.servers.fs]\ncommand = \"mine\"\n\
+                         [mcp.servers.time]\ncommand = \"uvx\"\nargs = [\"mcp-server-time\"]\n";
+        let project_text = "[mcp.servers.fs]\ncommand = \"theirs\"\n\
+                            [mcp.servers.git]\ncommand = \"git-mcp\"\n";
+        for level in [Some(TrustLevel::Trusted), None] {
+            let (_dir, folder, list) = folder_and_list(level);
+            let user = file(user_text, "config.toml", Path::new(""));
+            let project = file(project_text, "harness.toml", &folder);
+            let settings = Settings::layered(user, project, Some(&list), None).unwrap();
+            let seen: Vec<(String, String, bool)> = settings
+                .mcp_servers()
+                .unwrap()
+                .into_iter()
+                .map(|s| {
+                    let command = s.server.config().command.clone().unwrap();
+                    (s.server.name().to_owned(), command, s.runs())
+                })
+                .collect();
+            let seen: Vec<(&str, &str, bool)> = seen
+                .iter()
+                .map(|(name, command, runs)| (name.as_str(), command.as_str(), *runs))
+                .collect();
+            if level == Some(TrustLevel::Trusted) {
+                assert_eq!(
+                    seen,
+                    [
+                        ("fs", "theirs", true),
+                        ("git", "git-mcp", true),
+                        ("time", "uvx", true)
+                    ]
+                );
+            } else {
+                assert_eq!(
+                    seen,
+                    [
+                        ("fs", "mine", true),
+                        ("fs", "theirs", false),
+                        ("git", "git-mcp", false),
+                        ("time", "uvx", true)
+                    ]
+                );
+                assert_eq!(
+                    settings.trust().ignored,
+                    ["mcp.servers.fs", "mcp.servers.git"]
+                );
+                let (state, how) = settings.distrust().unwrap();
+                assert_eq!(state, "harness.toml is not trusted");
+                assert!(how.contains("harness trust"), "{how}");
+            }
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `harness.toml`: the project's modes, models, providers, permissions, redaction and memory;
+//! `harness.toml`: the project's modes, models, providers, permissions, redaction, memory and
+//! MCP servers;
 //! the user's own `config.toml` with the same keys; and which project folders are trusted.
 //!
 //! Settings come in two layers ([`Settings`]): the user's `config.toml` in the user's
@@ -54,9 +55,15 @@
 //! observerModel = "openai/gpt-4.1-mini"   # default: the run's own model
 //! observationThreshold = 30000            # tokens of raw messages before they are observed
 //! idle = "auto"                           # or "off", or { after = 600000 } (ms)
+//!
+//! [mcp.servers.fs]                        # an MCP server's tools, as `fs__TOOL` (see McpConfig)
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+//! disabled_tools = ["write_file"]         # or `tools = [...]`, an allow-list
 //! ```
 
 mod layers;
+mod mcp;
 mod trust;
 
 use std::collections::BTreeMap;
@@ -72,6 +79,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub use layers::Settings;
+pub use mcp::{ConfiguredMcpServer, MAX_MCP_SERVERS, McpAdmission, McpConfig};
 pub use trust::{
     CONFIG_DIR_VAR, TRUST_FILE, TrustLevel, TrustList, USER_CONFIG_FILE, user_config_dir,
 };
@@ -148,6 +156,9 @@ pub struct Config {
     pub redaction: Option<Spanned<toml::Table>>,
     /// Observational memory (off without the table).
     pub memory: Option<Spanned<toml::Table>>,
+    /// MCP servers (see [`McpConfig`]).
+    #[serde(default)]
+    pub mcp: McpConfig,
     #[serde(skip)]
     source: Source,
 }
@@ -356,7 +367,7 @@ impl Config {
             self.redaction()?;
         }
         self.memory()?;
-        Ok(())
+        self.check_mcp()
     }
 
     /// The observational-memory plugin this file asks for: `None` without a `[memory]` table
@@ -775,13 +786,15 @@ allow = ["support@example.com"]
         }
 
         #[test]
-        fn toml_like_text_parses_or_fails_cleanly(text in "((model|workspace|yolo|default_mode|file|enabled|base_url|api_key_env|id|tools|allow|custom) = (\"[a-z/.]{0,6}\"|true|[0-9]{1,3}|\\[\\]|\\{\\})\n|\\[(permissions|redaction|memory|providers\\.x|permissions\\.tools)\\]\n|\\[\\[modes\\]\\]\n){0,8}") {
+        fn toml_like_text_parses_or_fails_cleanly(text in "((model|workspace|yolo|default_mode|file|enabled|base_url|api_key_env|id|tools|allow|custom|command|url|args|headers|env|cwd|timeout_ms) = (\"[a-z/.:$}{]{0,6}\"|true|[0-9]{1,3}|\\[\\]|\\{\\})\n|\\[(permissions|redaction|memory|providers\\.x|permissions\\.tools|mcp|mcp\\.servers\\.x)\\]\n|\\[\\[modes\\]\\]\n){0,8}") {
             if let Ok(config) = parse(&text) {
                 let _ = config.redaction();
                 let _ = config.memory();
                 let _ = config.add_permissions(&mut default_rules());
+                let _ = config.mcp_servers();
                 let mut config = config;
                 let _ = config.remove_untrusted(Path::new("/nowhere"), &Config::default());
+                let _ = config.mcp_servers();
             }
         }
     }

@@ -3,8 +3,9 @@
 //!
 //! A [`View`] folds every event into its own [`DisplayState`] with the harness's reducer
 //! ([`harness_core::display::reduce`], the one the harness's snapshots come from) and renders
-//! what the event changed, reading the state: streamed text, tools with their output and
-//! results, approval prompts, questions, plans, the task list and subagents. Folding events
+//! what the event changed, reading the state: streamed text, tools with their output, progress
+//! (an MCP server's progress notifications, any tool's partial results) and results, approval
+//! prompts, questions, plans, the task list and subagents. Folding events
 //! itself rather than waiting for batched snapshots means no streamed word is lost between two
 //! snapshots (a message's last words and its end often share one). After missing events the
 //! view adopts the harness's snapshot ([`View::resync`]).
@@ -43,6 +44,9 @@ pub use terminal::{show_controls, strip_controls};
 
 /// The longest one-line summary of arguments or results.
 const SUMMARY: usize = 100;
+/// The most progress lines printed for one tool call: a server may report progress without
+/// end, and the result line says how it ended.
+const MAX_PROGRESS_LINES: usize = 20;
 
 /// Whether and how to colour output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +168,8 @@ pub struct View {
     started: HashSet<String>,
     finished: HashSet<String>,
     shell: HashMap<String, usize>,
+    /// Per tool call: the last progress line printed and how many were.
+    progress: HashMap<String, (String, usize)>,
     tasks: Vec<TaskItem>,
     at_line_start: bool,
 }
@@ -179,6 +185,7 @@ impl View {
             started: HashSet::new(),
             finished: HashSet::new(),
             shell: HashMap::new(),
+            progress: HashMap::new(),
             tasks: Vec::new(),
             at_line_start: true,
         }
@@ -251,6 +258,13 @@ impl View {
             HarnessEvent::ShellOutput { tool_call_id, .. } => {
                 self.tool_started(tool_call_id, &mut out);
                 self.shell_output(tool_call_id, &mut out);
+            }
+            HarnessEvent::ToolUpdate {
+                tool_call_id,
+                partial_result,
+            } => {
+                self.tool_started(tool_call_id, &mut out);
+                self.tool_progress(tool_call_id, partial_result, &mut out);
             }
             HarnessEvent::ToolEnd {
                 tool_call_id,
@@ -413,6 +427,29 @@ impl View {
         out.block(&line);
     }
 
+    /// Prints a progress line when it says something new, up to [`MAX_PROGRESS_LINES`].
+    fn tool_progress(&mut self, id: &str, partial: &Value, out: &mut Out) {
+        if self.finished.contains(id) {
+            return;
+        }
+        let line = progress_summary(partial);
+        if line.is_empty() {
+            return;
+        }
+        let (last, printed) = self.progress.entry(id.to_owned()).or_default();
+        if *last == line || *printed > MAX_PROGRESS_LINES {
+            return;
+        }
+        *printed += 1;
+        let shown = if *printed > MAX_PROGRESS_LINES {
+            "(further progress not shown)"
+        } else {
+            line.as_str()
+        };
+        out.block(&format!("  {}\n", self.style.dim(&format!("⋯ {shown}"))));
+        *last = line;
+    }
+
     fn shell_output(&mut self, id: &str, out: &mut Out) {
         let Some(tool) = self.state.active_tools.get(id) else {
             return;
@@ -470,6 +507,36 @@ pub fn call_summary(tool: &str, args: &Value) -> String {
             String::new()
         }
         (_, None) => args.to_string(),
+    };
+    truncate(&one_line(&strip_controls(&summary)), SUMMARY)
+}
+
+/// A tool's partial result in one line: `3/10 message` for progress (what an MCP server's
+/// progress notifications become), else the text or the JSON.
+pub fn progress_summary(partial: &Value) -> String {
+    let number = |value: &Value| {
+        value.as_f64().map(|n| {
+            if n.fract() == 0.0 && n.abs() < 1e15 {
+                format!("{}", n as i64)
+            } else {
+                format!("{n:.1}")
+            }
+        })
+    };
+    let summary = match partial {
+        Value::Object(fields) if fields.get("progress").is_some_and(Value::is_number) => {
+            let mut line = fields.get("progress").and_then(number).unwrap_or_default();
+            if let Some(total) = fields.get("total").and_then(number) {
+                line = format!("{line}/{total}");
+            }
+            if let Some(message) = fields.get("message").and_then(Value::as_str) {
+                line = format!("{line} {message}");
+            }
+            line
+        }
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
     };
     truncate(&one_line(&strip_controls(&summary)), SUMMARY)
 }
@@ -712,6 +779,60 @@ mod tests {
             text,
             "Done.0;\n• shell `cat log`\n  red\n  ↳ exit code: 0\n✗ server said \n"
         );
+    }
+
+    #[test]
+    fn mcp_tools_show_like_any_other_with_their_progress_bounded() {
+        let mut view = View::new(Style::plain(), false);
+        let update = |progress: f64, message: &str| HarnessEvent::ToolUpdate {
+            tool_call_id: "c1".into(),
+            partial_result: json!({"progress": progress, "total": 3, "message": message}),
+        };
+        let text = render(
+            &mut view,
+            &[
+                HarnessEvent::ToolStart {
+                    tool_call_id: "c1".into(),
+                    tool_name: "everything__trigger-long-running-operation".into(),
+                    args: json!({"duration": 3, "steps": 3}),
+                    category: Some(ToolCategory::Mcp),
+                },
+                update(1.0, "step 1\x1b[2J"),
+                update(1.0, "step 1\x1b[2J"),
+                update(2.5, "step 2"),
+                HarnessEvent::ToolEnd {
+                    tool_call_id: "c1".into(),
+                    result: "Long running operation completed.".into(),
+                    is_error: false,
+                },
+                update(3.0, "late"),
+            ],
+        );
+        assert_eq!(
+            text,
+            "• everything__trigger-long-running-operation {\"duration\":3,\"steps\":3}\n  \
+             ⋯ 1/3 step 1\n  ⋯ 2.5/3 step 2\n  ↳ Long running operation completed.\n",
+            "a repeated update is not printed again, nor one after the end"
+        );
+
+        let mut view = View::new(Style::plain(), false);
+        let flood: Vec<HarnessEvent> = (0..1000)
+            .map(|step| HarnessEvent::ToolUpdate {
+                tool_call_id: "c2".into(),
+                partial_result: json!({ "progress": step }),
+            })
+            .collect();
+        view.apply(&HarnessEvent::ToolStart {
+            tool_call_id: "c2".into(),
+            tool_name: "slow__job".into(),
+            args: json!({}),
+            category: Some(ToolCategory::Mcp),
+        });
+        let text = render(&mut view, &flood);
+        assert_eq!(text.lines().count(), MAX_PROGRESS_LINES + 1, "{text}");
+        assert!(text.ends_with("⋯ (further progress not shown)\n"), "{text}");
+        assert_eq!(progress_summary(&json!("halfway")), "halfway");
+        assert_eq!(progress_summary(&json!({"rows": 5})), "{\"rows\":5}");
     }
 
     #[test]
