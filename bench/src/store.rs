@@ -96,7 +96,7 @@ fn thread(id: &str) -> ThreadRecord {
 
 /// The `n`th message of a conversation: a user turn, a tool call, its result, in turn
 /// (about 350 bytes of JSON on average).
-fn message(thread_id: &str, n: usize) -> StoredMessage {
+pub(crate) fn message(thread_id: &str, n: usize) -> StoredMessage {
     let message = match n % 3 {
         0 => KernelMessage::user(format!(
             "Please look at src/module_{n}.rs and tell me why the build fails on the second \
