@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    LockError, Record, Store, StoreError, StoredMessage, ThreadLock, ThreadRecord, WriteOp,
+    LockError, Record, Store, StoreError, StoredMessage, ThreadLock, ThreadRecord, ThreadVersion,
+    WriteOp,
 };
 
 /// A [`Store`] that keeps everything in memory, with the same semantics as
@@ -265,6 +266,14 @@ impl Store for MemoryStore {
             .get(thread_id)
             .cloned()
             .unwrap_or_default())
+    }
+
+    async fn thread_version(&self, thread_id: &str) -> Result<Option<ThreadVersion>, StoreError> {
+        let inner = self.lock();
+        Ok(inner.threads.get(thread_id).map(|(created, _)| ThreadVersion {
+            generation: *created,
+            messages: inner.messages.get(thread_id).map_or(0, Vec::len) as u64,
+        }))
     }
 
     async fn resource_ids(&self) -> Result<Vec<String>, StoreError> {

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use harness_tags::KernelMessage;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
@@ -40,7 +40,7 @@ use crate::sqlite::schema::too_new;
 use crate::sqlite::writer::Op;
 use crate::sqlite::writer::Request;
 use crate::sqlite::writer::Writer;
-use crate::{Record, Store, StoreError, StoredMessage, ThreadRecord, WriteOp};
+use crate::{Record, Store, StoreError, StoredMessage, ThreadRecord, ThreadVersion, WriteOp};
 
 /// Prepared statements kept per connection (the writer uses about 20).
 const STATEMENT_CACHE: usize = 32;
@@ -556,6 +556,32 @@ impl Store for SqliteStore {
                     id,
                 }))
             })
+        })
+        .await
+    }
+
+    async fn thread_version(&self, thread_id: &str) -> Result<Option<ThreadVersion>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.read(move |conn, path| {
+            let sql = |error| sql_error(path, error);
+            // The thread's key, and its last message's key: places count from 1 with no gaps
+            // (messages are never removed alone), so the last place is the count. Two
+            // descents of b-trees, whatever the thread's length.
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT t.key, (SELECT m.key FROM messages AS m WHERE m.key BETWEEN \
+                     t.key << 32 AND (t.key << 32) + 0xFFFFFFFF ORDER BY m.key DESC LIMIT 1) \
+                     FROM threads AS t WHERE t.id = ?1",
+                )
+                .map_err(sql)?;
+            let found: Option<(i64, Option<i64>)> = statement
+                .query_row([&thread_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+                .map_err(sql)?;
+            Ok(found.map(|(thread, last)| ThreadVersion {
+                generation: thread as u64,
+                messages: last.map_or(0, |key| (key & 0xFFFF_FFFF) as u64),
+            }))
         })
         .await
     }
