@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 mod mcp;
+mod stream;
 
 pub use mcp::{McpResourceInfo, McpToolAnnotations, McpToolInfo, McpToolList};
+pub use stream::{DeltaKind, OutputDelta, OutputStream, TextDelta};
 
 /// A message of the conversation the kernel keeps.
 ///

@@ -11,8 +11,9 @@ use crate::context::{
 };
 use crate::payload::{
     DisplayToolResult, GateVerdict, HealingReport, KernelMessage, LifecycleFailure, McpToolList,
-    MemoryContext, ModelRequest, ModelResponse, ObservationStep, RunEnd, RunStart,
-    StrategyEvaluation, SubagentResult, TerminateDecision, ThreadChange, ToolCall, ToolSpec,
+    MemoryContext, ModelRequest, ModelResponse, ObservationStep, OutputDelta, RunEnd, RunStart,
+    StrategyEvaluation, SubagentResult, TerminateDecision, TextDelta, ThreadChange, ToolCall,
+    ToolSpec,
 };
 
 /// Emitted when the kernel assembles the system prompt for a model call.
@@ -55,6 +56,22 @@ pub struct MessageToolResult;
 #[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "message.tool-error", phase = Act, payload = KernelMessage, ctx = ToolResultCtx)]
 pub struct MessageToolError;
+
+/// Emitted for each delta of text a model call streams (answer text, reasoning, a tool call's
+/// arguments), before any subscriber sees it.
+///
+/// - Emitted by: the kernel, in Think, as the model streams (only when a handler is
+///   registered), and once more with `end` set when a part ends (the stream switches between
+///   reasoning and text, a tool call's arguments are complete, the call ends), so that a
+///   handler that held text back can release it.
+/// - Result: the reshaped text is what subscribers see (`message_delta`, `tool_input_delta`,
+///   the display state, subagent text): a streaming redactor rewrites it here. The message
+///   the model call produces is assembled from what the model sent and goes through
+///   `message.assistant`.
+/// - Suppress: subscribers see nothing of this delta.
+#[derive(Tag, Clone, Copy, Debug)]
+#[tag(name = "message.text-delta", phase = Think, payload = TextDelta, ctx = ModelCtx, suppressible)]
+pub struct MessageTextDelta;
 
 /// Emitted when the model stopped because it reached its output token limit.
 ///
@@ -276,6 +293,21 @@ pub struct DecisionTerminate;
 #[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "subagent.result", phase = Act, payload = SubagentResult, ctx = SubagentCtx)]
 pub struct SubagentResultTag;
+
+/// Emitted for each chunk of output a running tool reports (a command's stdout and stderr, a
+/// partial result), before it is published.
+///
+/// - Emitted by: the harness, in Act, for the progress a tool reports through its channel
+///   (`ToolContext::progress`), in order with the run's events; and, once the tool finished,
+///   with `end` set for each output stream it wrote to, so that a handler that held text back
+///   can release it. The context names the tool when the run started it (a subagent's tools
+///   have an empty name).
+/// - Result: the reshaped chunk is what user interfaces see (`shell_output`, `tool_update`,
+///   the display state); what the model sees is the tool's result (`message.tool-result`).
+/// - Suppress: the chunk is not shown.
+#[derive(Tag, Clone, Copy, Debug)]
+#[tag(name = "tool.output-delta", phase = Act, payload = OutputDelta, ctx = ToolCallCtx, suppressible)]
+pub struct ToolOutputDelta;
 
 /// Emitted with what user interfaces are shown for a tool result.
 ///
