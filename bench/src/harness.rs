@@ -14,12 +14,14 @@
 //! counted over the timed runs of the memory cases (the allocator counts every thread, and
 //! SQLite's work runs on other threads too).
 //!
+//! `HARNESS_BENCH_CASES=memory_2000,...` runs only the cases named (for a profiler; the
+//! figures of the others are then missing).
+//!
 //! Figures: the median round trip per case (`rt_p50_us_*`), bytes and allocations per run,
 //! `growth_ratio_memory` (2,000 messages over 10: flat is 1.0) and
 //! `overhead_ratio_memory_2000` (the round trip over the kernel's run).
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,6 +38,7 @@ use tokio::runtime::Runtime;
 
 use crate::alloc;
 use crate::measure::{median, round2};
+use crate::store::TempDb;
 
 /// Timed round trips per case per round.
 const RUNS: usize = 50;
@@ -177,35 +180,6 @@ fn must<T, E: std::fmt::Display>(result: Result<T, E>) -> T {
     result.unwrap_or_else(|error| panic!("a bench step failed: {error}"))
 }
 
-/// A temporary database file, removed (with its WAL, shared-memory and lock files) on drop.
-struct TempDb(PathBuf);
-
-impl TempDb {
-    fn new(name: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_nanos())
-            .unwrap_or(0);
-        Self(std::env::temp_dir().join(format!(
-            "harness-bench-harness-{name}-{}-{nanos}.db",
-            std::process::id()
-        )))
-    }
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut path = self.0.clone().into_os_string();
-            path.push(suffix);
-            let _ = std::fs::remove_file(PathBuf::from(path));
-        }
-        let mut locks = self.0.clone().into_os_string();
-        locks.push(".locks");
-        let _ = std::fs::remove_dir_all(PathBuf::from(locks));
-    }
-}
-
 /// The kernel suite's run, timed one by one.
 async fn kernel_runs(kernel: &Kernel, samples: &mut Vec<f64>) {
     for _ in 0..RUNS {
@@ -220,7 +194,7 @@ pub(crate) fn run() -> serde_json::Value {
         .enable_all()
         .build()
         .unwrap_or_else(|error| panic!("no tokio runtime: {error}"));
-    let files = [TempDb::new("10"), TempDb::new("2000")];
+    let files = [TempDb::new("harness-10"), TempDb::new("harness-2000")];
     let sqlite = |file: &TempDb| {
         Backend::Sqlite(
             SqliteStore::open(&file.0)
@@ -234,6 +208,9 @@ pub(crate) fn run() -> serde_json::Value {
         Case::new("sqlite_10", sqlite(&files[0]), 10),
         Case::new("sqlite_2000", sqlite(&files[1]), 2_000),
     ];
+    if let Ok(only) = std::env::var("HARNESS_BENCH_CASES") {
+        cases.retain(|case| only.split(',').any(|name| name.trim() == case.name));
+    }
     let kernel = crate::kernel::kernel();
     let mut kernel_samples = Vec::with_capacity(ROUNDS * RUNS);
 
@@ -263,7 +240,12 @@ pub(crate) fn run() -> serde_json::Value {
             .find(|case| case.name == name)
             .map_or(f64::NAN, Case::p50)
     };
-    let (bytes_memory_2000, _) = cases[1].per_run();
+    let per_run = |name: &str| {
+        cases
+            .iter()
+            .find(|case| case.name == name)
+            .map_or((0, 0), Case::per_run)
+    };
 
     println!(
         "{:<24} {:>10} {:>14} {:>14}",
@@ -300,9 +282,9 @@ pub(crate) fn run() -> serde_json::Value {
         "rt_p50_us_memory_2000": round2(p50("memory_2000")),
         "rt_p50_us_sqlite_10": round2(p50("sqlite_10")),
         "rt_p50_us_sqlite_2000": round2(p50("sqlite_2000")),
-        "rt_bytes_per_run_memory_10": cases[0].per_run().0,
-        "rt_bytes_per_run_memory_2000": bytes_memory_2000,
-        "rt_allocations_per_run_memory_2000": cases[1].per_run().1,
+        "rt_bytes_per_run_memory_10": per_run("memory_10").0,
+        "rt_bytes_per_run_memory_2000": per_run("memory_2000").0,
+        "rt_allocations_per_run_memory_2000": per_run("memory_2000").1,
         "growth_ratio_memory": round2(growth),
         "growth_ratio_sqlite": round2(p50("sqlite_2000") / p50("sqlite_10")),
         "kernel_p50_us": round2(kernel_p50),

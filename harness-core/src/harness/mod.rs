@@ -26,8 +26,10 @@
 
 mod builder;
 mod channel;
+mod conversation;
 mod heartbeat;
 mod modes;
+mod record;
 mod runs;
 mod services;
 mod session;
@@ -145,7 +147,7 @@ pub(crate) struct HarnessInner {
     pub(crate) persist_grants: bool,
     pub(crate) session: Session,
     /// The active run's recorder, for publishing in order and flushing before a fork.
-    pub(crate) recorder: Mutex<Option<mpsc::UnboundedSender<runs::Recorded>>>,
+    pub(crate) recorder: Mutex<Option<mpsc::UnboundedSender<record::Recorded>>>,
     pub(crate) heartbeats: heartbeat::Heartbeats,
     pub(crate) initialized: AtomicBool,
     /// Serializes read-modify-write of the bound thread's record.

@@ -334,6 +334,17 @@ impl HarnessInner {
         thread_id: &str,
         change: impl FnOnce(&mut ThreadRecord),
     ) -> Result<(), HarnessError> {
+        self.write_with_record(thread_id, Vec::new(), change).await
+    }
+
+    /// Applies `ops` and a change to a thread's record in one atomic write (a run's messages
+    /// with its token usage), serialized with the other changes of the record.
+    pub(crate) async fn write_with_record(
+        &self,
+        thread_id: &str,
+        mut ops: Vec<WriteOp>,
+        change: impl FnOnce(&mut ThreadRecord),
+    ) -> Result<(), HarnessError> {
         let _serial = self.metadata_writes.lock().await;
         let bound = self.session.thread().filter(|t| t.id == thread_id);
         let mut record = match bound {
@@ -346,9 +357,8 @@ impl HarnessInner {
         };
         change(&mut record);
         record.updated_at = unix_ms().max(record.updated_at);
-        self.store
-            .write(vec![WriteOp::UpdateThread(record.clone())])
-            .await?;
+        ops.push(WriteOp::UpdateThread(record.clone()));
+        self.store.write(ops).await?;
         let mut bound = lock(&self.session.thread);
         if bound.as_ref().map(|t| t.id.as_str()) == Some(record.id.as_str()) {
             *bound = Some(record);
