@@ -51,7 +51,6 @@ pub enum ModelScope {
     Mode,
 }
 
-
 /// A thread as user interfaces see it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

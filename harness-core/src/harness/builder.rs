@@ -600,7 +600,7 @@ impl HarnessBuilder {
                 interactive: self.interactive,
                 persist_grants: self.persist_grants,
                 session,
-                recorder: std::sync::Mutex::new(None),
+                queue: Default::default(),
                 heartbeats: Heartbeats::new(self.heartbeats),
                 initialized: AtomicBool::new(false),
                 metadata_writes: tokio::sync::Mutex::new(()),

@@ -10,8 +10,7 @@ use tokio::sync::oneshot;
 use super::{Harness, HarnessError, HarnessInner};
 use crate::event::HarnessEvent;
 use crate::tool::{
-    ApprovalAnswer, ApprovalRequest, HarnessChannel, SuspendError, Suspension,
-    ToolProgress,
+    ApprovalAnswer, ApprovalRequest, HarnessChannel, SuspendError, Suspension, ToolProgress,
 };
 use harness_tags::util::lock;
 

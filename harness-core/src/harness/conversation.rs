@@ -46,17 +46,15 @@ impl HarnessInner {
             .await?
             .ok_or_else(|| HarnessError::ThreadNotFound(thread_id.to_owned()))?;
         let kept = lock(&self.session.conversation).take();
-        if let Some(kept) = kept.filter(|kept| kept.thread_id == thread_id && kept.version == version)
+        if let Some(kept) =
+            kept.filter(|kept| kept.thread_id == thread_id && kept.version == version)
         {
             return Ok(kept);
         }
-        let messages: Vec<KernelMessage> = self
-            .store
-            .messages(thread_id)
-            .await?
-            .into_iter()
-            .map(|stored| stored.message)
-            .collect();
+        let stored = self.store.messages(thread_id).await?;
+        // Room to grow: the conversation is read to be appended to, run after run.
+        let mut messages = Vec::with_capacity(stored.len() + stored.len() / 2 + 16);
+        messages.extend(stored.into_iter().map(|stored| stored.message));
         // What was read is what the next check compares with, should the thread have grown
         // between the two reads.
         let version = ThreadVersion {

@@ -37,13 +37,12 @@ mod subagent;
 mod threads;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use harness_tags::util::unix_ms;
 use harness_tags::{Pipeline, ToolCategory};
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
 
 pub use builder::{AgentConfig, BuildError, HarnessBuilder, Mode};
 pub use channel::ESCALATION;
@@ -146,8 +145,9 @@ pub(crate) struct HarnessInner {
     pub(crate) interactive: Option<bool>,
     pub(crate) persist_grants: bool,
     pub(crate) session: Session,
-    /// The active run's recorder, for publishing in order and flushing before a fork.
-    pub(crate) recorder: Mutex<Option<mpsc::UnboundedSender<record::Recorded>>>,
+    /// The queue from the active run to its recorder, for publishing in order and flushing
+    /// before a fork.
+    pub(crate) queue: record::RunQueue,
     pub(crate) heartbeats: heartbeat::Heartbeats,
     pub(crate) initialized: AtomicBool,
     /// Serializes read-modify-write of the bound thread's record.

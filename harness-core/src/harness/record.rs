@@ -1,7 +1,9 @@
 //! The recorder: turns a run's kernel events into stored messages and harness events.
 //!
 //! The run queues its kernel events (and the harness slots approvals, questions and tool
-//! output in among them), so that it never waits for the store or a listener. The recorder
+//! output in among them), so that it never waits for the store or a listener. The queue, and
+//! the recorder's buffers, belong to the harness and serve each of its runs in turn: a run
+//! allocates none of its own. The recorder runs alongside the kernel in the run's task, and
 //! takes what is queued in batches:
 //!
 //! - the messages a batch adds, with the thread's token usage, are committed in ONE write (a
@@ -18,8 +20,8 @@
 //!   finished, each stream it wrote to gets an `end` chunk, so that a handler holding text
 //!   back releases it before `tool_end`.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use harness_tags::tags::{DisplayToolResultTag, ToolOutputDelta};
 use harness_tags::{
@@ -27,7 +29,7 @@ use harness_tags::{
     ToolCallCtx, ToolResultCtx, Usage,
 };
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::{HarnessInner, storage_error};
@@ -35,7 +37,7 @@ use crate::event::{HarnessEvent, HarnessMessage, MessagePart, MessageRole, PartK
 use crate::kernel::{FinishedCall, KernelEvent};
 use crate::store::{StoredMessage, WriteOp, metadata};
 use crate::tool::{ShellStream, ToolProgress};
-use harness_tags::util::unix_ms;
+use harness_tags::util::{lock, unix_ms};
 
 /// What the recorder handles, in order: the run's kernel events, and what the harness slots
 /// in among them.
@@ -50,8 +52,100 @@ pub(crate) enum Recorded {
         call_id: String,
         progress: ToolProgress,
     },
-    /// The run ended: the recorder takes nothing new and ends once what is queued is done.
-    End,
+}
+
+/// The harness's queue from its active run to the run's recorder.
+#[derive(Default)]
+pub(crate) struct RunQueue {
+    state: Mutex<QueueState>,
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct QueueState {
+    phase: QueuePhase,
+    items: VecDeque<Recorded>,
+    /// The recorder's buffers between runs.
+    spare: Buffers,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum QueuePhase {
+    /// No run: nothing is queued.
+    #[default]
+    Idle,
+    /// A run records.
+    Recording,
+    /// The run's kernel ended: the recorder finishes what is queued (which may still grow:
+    /// a plugin's flush, a late event), then the queue is idle.
+    Ending,
+}
+
+/// What a recorder works in.
+#[derive(Default)]
+struct Buffers {
+    batch: VecDeque<Recorded>,
+    steps: Vec<Step>,
+}
+
+impl RunQueue {
+    /// Opens the queue for a run.
+    pub(crate) fn start(&self) {
+        let mut state = lock(&self.state);
+        state.phase = QueuePhase::Recording;
+        // Whatever a crashed run left is not this run's.
+        state.items.clear();
+    }
+
+    /// Queues an item for the active run's recorder; gives it back when no run records.
+    pub(crate) fn send(&self, item: Recorded) -> Result<(), Recorded> {
+        let mut state = lock(&self.state);
+        if state.phase == QueuePhase::Idle {
+            return Err(item);
+        }
+        state.items.push_back(item);
+        drop(state);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// The run crashed (its recorder with it): drops what is queued (a flush waiting on it
+    /// returns) and takes nothing more.
+    pub(crate) fn reset(&self) {
+        let mut state = lock(&self.state);
+        state.phase = QueuePhase::Idle;
+        state.items.clear();
+    }
+
+    /// The run's kernel ended: the recorder ends once the queue is empty.
+    pub(crate) fn end(&self) {
+        let mut state = lock(&self.state);
+        if state.phase == QueuePhase::Recording {
+            state.phase = QueuePhase::Ending;
+        }
+        drop(state);
+        self.ready.notify_one();
+    }
+
+    /// Waits for what is queued and swaps it into `batch` (which must be empty); false once the
+    /// run ended and everything was taken (the queue is then idle).
+    async fn next(&self, batch: &mut VecDeque<Recorded>) -> bool {
+        loop {
+            {
+                let mut state = lock(&self.state);
+                if !state.items.is_empty() {
+                    std::mem::swap(&mut state.items, batch);
+                    return true;
+                }
+                if state.phase != QueuePhase::Recording {
+                    state.phase = QueuePhase::Idle;
+                    return false;
+                }
+            }
+            // A notification between the look and the wait is kept as a permit.
+            self.ready.notified().await;
+        }
+    }
 }
 
 /// What a run's recording came to.
@@ -133,41 +227,41 @@ impl Recorder {
         }
     }
 
-    pub(crate) async fn record(mut self, mut queue: mpsc::UnboundedReceiver<Recorded>) -> Recording {
-        let mut batch = Vec::new();
-        while let Some(first) = queue.recv().await {
-            let mut next = Some(first);
-            while let Some(item) = next {
-                match item {
-                    // Later sends fail, and their senders fall back (see `emit_in_order`).
-                    Recorded::End => queue.close(),
-                    item => batch.push(item),
-                }
-                next = queue.try_recv().ok();
-            }
-            self.handle(&mut batch).await;
+    /// Records the run's queue until the run ended and everything queued is handled.
+    pub(crate) async fn record(mut self, queue: &RunQueue) -> Recording {
+        let mut buffers = std::mem::take(&mut lock(&queue.state).spare);
+        while queue.next(&mut buffers.batch).await {
+            self.handle(&mut buffers).await;
         }
+        lock(&queue.state).spare = buffers;
         self.recording
     }
 
-    async fn handle(&mut self, batch: &mut Vec<Recorded>) {
-        let mut steps = Vec::with_capacity(batch.len() + 2);
-        for item in batch.drain(..) {
-            self.plan(item, &mut steps);
+    async fn handle(&mut self, buffers: &mut Buffers) {
+        let messages = buffers
+            .batch
+            .iter()
+            .filter(|item| matches!(item, Recorded::Kernel(KernelEvent::MessageAdded { .. })))
+            .count();
+        self.pending.reserve_exact(messages);
+        for item in buffers.batch.drain(..) {
+            self.plan(item, &mut buffers.steps);
         }
-        let Some(first_write) = self.first_write.take() else {
-            for step in steps {
-                self.publish(step, true).await;
+        // What came before the batch's first message is published before the write.
+        let mut write_at = self.first_write.take();
+        let mut stored = true;
+        let mut steps = std::mem::take(&mut buffers.steps);
+        for (at, step) in steps.drain(..).enumerate() {
+            if write_at == Some(at) {
+                write_at = None;
+                stored = self.commit().await;
             }
-            return;
-        };
-        let mut steps = steps.into_iter();
-        for step in steps.by_ref().take(first_write) {
-            self.publish(step, true).await;
-        }
-        let stored = self.commit().await;
-        for step in steps {
             self.publish(step, stored).await;
+        }
+        buffers.steps = steps;
+        if write_at.is_some() {
+            // The batch ends with a message that shows nothing (a tool result).
+            self.commit().await;
         }
     }
 
@@ -180,8 +274,6 @@ impl Recorder {
             Recorded::Output { call_id, progress } => {
                 return steps.push(Step::Output { call_id, progress });
             }
-            // Taken out of the queue by `record`.
-            Recorded::End => return,
         };
         let emit = match event {
             KernelEvent::MessageAdded { message } => return self.plan_message(message, steps),
@@ -238,7 +330,13 @@ impl Recorder {
         steps.push(Step::Emit(emit));
     }
 
-    fn plan_delta(&mut self, message_id: Arc<str>, kind: PartKind, delta: String, steps: &mut Vec<Step>) {
+    fn plan_delta(
+        &mut self,
+        message_id: Arc<str>,
+        kind: PartKind,
+        delta: String,
+        steps: &mut Vec<Step>,
+    ) {
         let streaming = match &mut self.streaming {
             Some(streaming) if streaming.id == message_id => streaming,
             other => {
@@ -379,7 +477,14 @@ impl Recorder {
             self.open_output.push((call_id.clone(), *stream));
         }
         let tool_name = self.tools.get(&call_id).cloned().unwrap_or_default();
-        publish_output(&self.harness, || self.base(Phase::Act), tool_name, call_id, delta).await;
+        publish_output(
+            &self.harness,
+            || self.base(Phase::Act),
+            tool_name,
+            call_id,
+            delta,
+        )
+        .await;
     }
 
     async fn tool_end(&mut self, finished: FinishedCall) {
@@ -506,19 +611,11 @@ impl HarnessInner {
     /// with no run to record it (a tool's task that outlived its run), on a task of its own;
     /// through `tool.output-delta` either way.
     pub(crate) fn report_output(self: &Arc<Self>, call_id: &str, progress: ToolProgress) {
-        let sender = harness_tags::util::lock(&self.recorder).clone();
         let item = Recorded::Output {
             call_id: call_id.to_owned(),
             progress,
         };
-        let item = match sender {
-            Some(sender) => match sender.send(item) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(item)) => item,
-            },
-            None => item,
-        };
-        let Recorded::Output { call_id, progress } = item else {
+        let Err(Recorded::Output { call_id, progress }) = self.queue.send(item) else {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

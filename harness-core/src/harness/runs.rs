@@ -7,12 +7,12 @@ use std::sync::Arc;
 use futures_util::FutureExt;
 use harness_tags::{KernelMessage, RunOutcome, Usage};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::channel::SessionChannel;
 use super::conversation::Conversation;
-use super::record::{Recorded, Recorder, Recording, RunScope};
+use super::record::{Recorded, Recorder, RunScope};
 use super::{Harness, HarnessError, HarnessInner, storage_error};
 use crate::event::{AgentEndReason, HarnessEvent};
 use crate::kernel::{OpenTasks, RunInput, SessionSource};
@@ -175,6 +175,7 @@ impl HarnessInner {
         while let Some((queued, abort)) = next.take() {
             let run = AssertUnwindSafe(self.run_once(queued.content, abort)).catch_unwind();
             let summary = run.await.unwrap_or_else(|panic| {
+                self.queue.reset();
                 let error = harness_tags::TagError::from_panic(&*panic);
                 self.emit(HarnessEvent::Error {
                     error: format!("the run crashed: {error}"),
@@ -228,8 +229,8 @@ impl HarnessInner {
     }
 
     async fn run_once(self: &Arc<Self>, content: String, abort: CancellationToken) -> RunSummary {
-        let thread = match self.ensure_thread().await {
-            Ok(thread) => thread,
+        let (thread_id, resource_id) = match self.ensure_thread().await {
+            Ok(ids) => ids,
             Err(error) => return self.refuse(error),
         };
         let mode_id = self.session.mode_id();
@@ -246,7 +247,7 @@ impl HarnessInner {
             Ok(model) => model,
             Err(error) => return self.refuse(error),
         };
-        let conversation = match self.take_conversation(&thread.id).await {
+        let conversation = match self.take_conversation(&thread_id).await {
             Ok(conversation) => conversation,
             Err(error) => return self.refuse(error),
         };
@@ -256,11 +257,10 @@ impl HarnessInner {
             run_id: run_id.clone(),
         });
 
-        let (events, queue) = mpsc::unbounded_channel();
         let recorder = Recorder::new(
             Arc::clone(self),
             RunScope {
-                thread_id: thread.id.clone(),
+                thread_id: thread_id.clone(),
                 run_id: run_id.clone(),
                 mode_id: mode_id.clone(),
                 model_id: model_id.to_string(),
@@ -268,42 +268,41 @@ impl HarnessInner {
                 abort: abort.clone(),
             },
         );
-        let recording = tokio::spawn(recorder.record(queue));
-        *lock(&self.recorder) = Some(events.clone());
+        self.queue.start();
         let before = conversation.messages.len();
+        let observer = Arc::clone(self);
         let input = RunInput::message(KernelMessage::user(content))
             // The run holds the only reference: the kernel appends in place.
             .history(conversation.messages)
             .run_id(run_id.clone())
-            .thread(thread.id.as_str(), thread.resource_id.as_str())
+            .thread(thread_id.as_str(), resource_id)
             .mode(mode_id.as_str())
             .model(model)
             .abort(abort)
             .channel(Arc::new(SessionChannel::new(Arc::clone(self))))
             // Queued, so that the run never waits for the store or a listener.
             .observer(Arc::new(move |event| {
-                let _ = events.send(Recorded::Kernel(event));
+                let _ = observer.queue.send(Recorded::Kernel(event));
             }))
             .tasks(Arc::new(OpenTaskList(self.session.tasks())))
             .session(Arc::clone(self) as Arc<dyn SessionSource>);
-        let result = kernels.main.run(input).await;
-        // The sender stays in the slot until everything is stored, so that a plugin's
-        // `flush_messages` in the meantime still waits for the run's last messages.
-        let sender = lock(&self.recorder).clone();
-        if let Some(sender) = sender {
-            let _ = sender.send(Recorded::End);
-        }
-        let recording = recording.await.unwrap_or_else(|_| Recording {
-            failed: true,
-            ..Recording::default()
-        });
-        lock(&self.recorder).take();
+        // The recorder takes the run's events as they come, in this task, and ends once the
+        // run ended and everything it queued is stored; until then a plugin's
+        // `flush_messages` still waits for the run's last messages.
+        let (result, recording) = tokio::join!(
+            async {
+                let result = kernels.main.run(input).await;
+                self.queue.end();
+                result
+            },
+            recorder.record(&self.queue),
+        );
         // The conversation the run ended with is the stored one if every message it added
         // was stored: the next run starts from it.
         let added = result.state.messages.len().saturating_sub(before) as u64;
         if !recording.failed && recording.stored == added {
             self.keep_conversation(Conversation {
-                thread_id: thread.id.clone(),
+                thread_id,
                 version: ThreadVersion {
                     messages: conversation.version.messages + added,
                     ..conversation.version
@@ -338,12 +337,13 @@ impl HarnessInner {
     /// Saves the task list with the thread, if it changed.
     async fn save_tasks(&self) {
         let tasks = serde_json::to_value(self.session.tasks.tasks()).unwrap_or(Value::Null);
-        let saved = self
-            .session
-            .thread()
-            .and_then(|thread| thread.metadata.get(metadata::TASKS).cloned())
-            .unwrap_or_else(|| Value::Array(Vec::new()));
-        if tasks == saved {
+        let unchanged = lock(&self.session.thread).as_ref().is_some_and(|thread| {
+            match thread.metadata.get(metadata::TASKS) {
+                Some(saved) => *saved == tasks,
+                None => tasks.as_array().is_some_and(Vec::is_empty),
+            }
+        });
+        if unchanged {
             return;
         }
         if let Err(error) = self
@@ -373,26 +373,16 @@ impl HarnessInner {
     /// output after its start, an approval after the text that led to it); at once without a
     /// run.
     pub(crate) fn emit_in_order(&self, event: HarnessEvent) {
-        let Some(sender) = lock(&self.recorder).clone() else {
-            self.emit(event);
-            return;
-        };
-        // The recorder stopped (on a storage error): publish at once rather than lose it.
-        if let Err(mpsc::error::SendError(Recorded::Event(event))) =
-            sender.send(Recorded::Event(event))
-        {
+        if let Err(Recorded::Event(event)) = self.queue.send(Recorded::Event(event)) {
             self.emit(event);
         }
     }
 
     /// Waits until everything the active run produced so far is stored (no-op without a run).
     pub(crate) async fn flush_recorder(&self) {
-        let sender = lock(&self.recorder).clone();
-        if let Some(sender) = sender {
-            let (done, flushed) = oneshot::channel();
-            if sender.send(Recorded::Flush(done)).is_ok() {
-                let _ = flushed.await;
-            }
+        let (done, flushed) = oneshot::channel();
+        if self.queue.send(Recorded::Flush(done)).is_ok() {
+            let _ = flushed.await;
         }
     }
 }

@@ -182,11 +182,18 @@ impl HarnessInner {
         }
     }
 
-    /// The bound thread, or the one `select_or_create_thread` picks.
-    pub(crate) async fn ensure_thread(&self) -> Result<ThreadRecord, HarnessError> {
-        match self.session.thread() {
-            Some(thread) => Ok(thread),
-            None => self.select_or_create_thread().await,
+    /// The bound thread's id and resource, or those of the thread `select_or_create_thread`
+    /// picks.
+    pub(crate) async fn ensure_thread(&self) -> Result<(String, String), HarnessError> {
+        let bound = lock(&self.session.thread)
+            .as_ref()
+            .map(|thread| (thread.id.clone(), thread.resource_id.clone()));
+        match bound {
+            Some(ids) => Ok(ids),
+            None => self
+                .select_or_create_thread()
+                .await
+                .map(|thread| (thread.id, thread.resource_id)),
         }
     }
 

@@ -219,9 +219,9 @@ pub struct ModelRequest {
     /// The conversation, shared: the kernel hands its own to each request without copying it.
     /// A handler that changes it copies it first (`Arc::make_mut`), or builds a new one.
     pub messages: Arc<Vec<KernelMessage>>,
-    /// The tools offered.
+    /// The tools offered, shared: the kernel offers its tool list without copying it.
     #[serde(default)]
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
     /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,

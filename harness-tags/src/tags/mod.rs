@@ -4,6 +4,8 @@
 //! suppressible tags, what suppressing it means. `TAGS.md` at the repository root is generated
 //! from these declarations.
 
+use std::sync::Arc;
+
 use crate::Tag;
 use crate::context::{
     BaseCtx, McpCtx, MemoryCtx, ModelCtx, NudgeCtx, SubagentCtx, ThreadCtx, ToolCallCtx,
@@ -111,8 +113,10 @@ pub struct ModelResponseTag;
 ///
 /// - Emitted by: the kernel, in Think, before the model call.
 /// - Result: the reshaped list is the list offered (permission plugins remove denied tools).
+///   The list is shared (`Arc<[ToolSpec]>`): a handler that leaves it as it is costs no copy;
+///   one that changes it builds a new list.
 #[derive(Tag, Clone, Copy, Debug)]
-#[tag(name = "tool.schema", phase = Think, payload = Vec<ToolSpec>, ctx = BaseCtx)]
+#[tag(name = "tool.schema", phase = Think, payload = Arc<[ToolSpec]>, ctx = BaseCtx)]
 pub struct ToolSchema;
 
 /// Emitted before a tool runs, after healing and before the permission gate.

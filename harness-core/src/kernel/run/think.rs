@@ -37,7 +37,7 @@ impl Run<'_> {
         let tools = match self
             .kernel
             .pipeline
-            .emit::<ToolSchema>(self.tools.specs().to_vec(), &ctx)
+            .emit::<ToolSchema>(Arc::clone(self.tools.specs()), &ctx)
             .await
         {
             Ok(outcome) => outcome.into_payload().unwrap_or_default(),
