@@ -1,7 +1,7 @@
 //! [`MemoryStore`] and [`MemoryThreadLock`]: the in-memory store and lock, for tests and
 //! for harnesses that need no persistence.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -48,8 +48,8 @@ struct Inner {
     threads: HashMap<String, (u64, ThreadRecord)>,
     /// Each thread's messages, in append order.
     messages: HashMap<String, Chunks>,
-    /// Every message id, with its thread (ids are unique across threads).
-    message_ids: HashMap<String, String>,
+    /// Every message id (ids are unique across threads).
+    message_ids: HashSet<String>,
     /// Plugin records by (namespace, key), sorted.
     records: BTreeMap<(String, String), Record>,
     /// The next creation sequence number.
@@ -121,6 +121,13 @@ enum Undo {
     RemoveThread(String),
     /// Put back a thread as it was (after an update or a delete).
     RestoreThread((u64, ThreadRecord)),
+    /// Put back what an update replaced.
+    RestoreFields {
+        thread_id: String,
+        title: Option<String>,
+        metadata: serde_json::Map<String, serde_json::Value>,
+        updated_at: i64,
+    },
     /// Put back a deleted thread's messages.
     RestoreMessages(String, Chunks),
     /// Cut a thread's messages back to a length and forget the appended ids.
@@ -156,13 +163,16 @@ impl Inner {
                 self.threads.insert(thread.id.clone(), (created, thread));
             }
             WriteOp::UpdateThread(thread) => {
-                let Some((created, stored)) = self.threads.get_mut(&thread.id) else {
+                let Some((_, stored)) = self.threads.get_mut(&thread.id) else {
                     return Err(StoreError::ThreadNotFound(thread.id));
                 };
-                undo.push(Undo::RestoreThread((*created, stored.clone())));
-                stored.title = thread.title;
-                stored.metadata = thread.metadata;
-                stored.updated_at = thread.updated_at;
+                // What the update replaces is what undoes it: no copy of the record.
+                undo.push(Undo::RestoreFields {
+                    thread_id: thread.id,
+                    title: std::mem::replace(&mut stored.title, thread.title),
+                    metadata: std::mem::replace(&mut stored.metadata, thread.metadata),
+                    updated_at: std::mem::replace(&mut stored.updated_at, thread.updated_at),
+                });
             }
             WriteOp::DeleteThread { thread_id } => {
                 let Some(thread) = self.threads.remove(&thread_id) else {
@@ -195,12 +205,11 @@ impl Inner {
                 let list = self.messages.entry(thread_id.clone()).or_default();
                 undo.push(Undo::TruncateMessages(thread_id.clone(), list.len()));
                 for mut message in messages {
-                    if self.message_ids.contains_key(&message.id) {
+                    if self.message_ids.contains(&message.id) {
                         return Err(StoreError::MessageExists(message.id));
                     }
                     message.thread_id.clone_from(&thread_id);
-                    self.message_ids
-                        .insert(message.id.clone(), thread_id.clone());
+                    self.message_ids.insert(message.id.clone());
                     list.push(message);
                 }
             }
@@ -243,13 +252,24 @@ impl Inner {
                 Undo::RemoveThread(id) => {
                     self.threads.remove(&id);
                 }
+                Undo::RestoreFields {
+                    thread_id,
+                    title,
+                    metadata,
+                    updated_at,
+                } => {
+                    if let Some((_, stored)) = self.threads.get_mut(&thread_id) {
+                        stored.title = title;
+                        stored.metadata = metadata;
+                        stored.updated_at = updated_at;
+                    }
+                }
                 Undo::RestoreThread((created, thread)) => {
                     self.threads.insert(thread.id.clone(), (created, thread));
                 }
                 Undo::RestoreMessages(thread_id, messages) => {
                     for message in messages.iter() {
-                        self.message_ids
-                            .insert(message.id.clone(), thread_id.clone());
+                        self.message_ids.insert(message.id.clone());
                     }
                     if !messages.is_empty() {
                         self.messages.insert(thread_id, messages);

@@ -601,6 +601,7 @@ impl HarnessBuilder {
                 persist_grants: self.persist_grants,
                 session,
                 queue: Default::default(),
+                runner: Default::default(),
                 heartbeats: Heartbeats::new(self.heartbeats),
                 initialized: AtomicBool::new(false),
                 metadata_writes: tokio::sync::Mutex::new(()),

@@ -412,7 +412,9 @@ impl Recorder {
                 let saved = serde_json::to_value(total).unwrap_or(Value::Null);
                 self.harness
                     .write_with_record(&self.run.thread_id, ops, |record| {
-                        record.metadata.insert(metadata::TOKEN_USAGE.into(), saved);
+                        record
+                            .metadata
+                            .insert(metadata::TOKEN_USAGE.into(), saved.clone());
                     })
                     .await
             }

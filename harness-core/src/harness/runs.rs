@@ -2,12 +2,13 @@
 //! run's kernel events into stored messages and harness events is in `record.rs`).
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use futures_util::FutureExt;
 use harness_tags::{KernelMessage, RunOutcome, Usage};
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::channel::SessionChannel;
@@ -156,16 +157,16 @@ impl HarnessInner {
         runs.active = Some(ActiveRun {
             abort: abort.clone(),
         });
-        drop(runs);
         let (reply, done) = oneshot::channel();
-        let harness = Arc::clone(self);
-        tokio::spawn(harness.drive(
+        runs.starting = Some((
             Queued {
                 content,
                 reply: Some(reply),
             },
             abort,
         ));
+        drop(runs);
+        self.runner.wake(self);
         Ok(Started::Running(done))
     }
 
@@ -399,7 +400,67 @@ impl OpenTasks for OpenTaskList {
 #[derive(Default)]
 pub(crate) struct RunSlot {
     pub(crate) active: Option<ActiveRun>,
+    /// The message that started the active run, until the runner takes it.
+    pub(crate) starting: Option<(Queued, CancellationToken)>,
     pub(crate) queue: VecDeque<Queued>,
+}
+
+/// The harness's runner: one task that runs its messages, one at a time, for as long as the
+/// harness lives (a task per message would allocate the whole run's state anew each time).
+/// It is spawned by the first message and by a message that finds it gone (its runtime shut
+/// down), and ends once the harness is dropped.
+#[derive(Default)]
+pub(crate) struct Runner {
+    wake: Arc<Notify>,
+    alive: Arc<AtomicBool>,
+}
+
+impl Runner {
+    /// Gets the runner to the message in the run slot.
+    fn wake(&self, harness: &Arc<HarnessInner>) {
+        if self.alive.swap(true, Ordering::AcqRel) {
+            self.wake.notify_one();
+            return;
+        }
+        tokio::spawn(run_messages(
+            Arc::downgrade(harness),
+            Arc::clone(&self.wake),
+            Alive(Arc::clone(&self.alive)),
+        ));
+    }
+
+    /// The harness is gone: the runner ends.
+    pub(crate) fn stop(&self) {
+        self.wake.notify_one();
+    }
+}
+
+/// Clears the runner's flag when its task ends (the harness is gone, or the runtime shut
+/// down), so that the next message spawns another.
+struct Alive(Arc<AtomicBool>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// The runner's task: holds the harness only while it runs a message.
+async fn run_messages(harness: Weak<HarnessInner>, wake: Arc<Notify>, _alive: Alive) {
+    loop {
+        let Some(inner) = harness.upgrade() else {
+            return;
+        };
+        let starting = lock(&inner.session.runs).starting.take();
+        match starting {
+            Some((queued, abort)) => inner.drive(queued, abort).await,
+            None => {
+                drop(inner);
+                // A wake-up between the look and the wait is kept as a permit.
+                wake.notified().await;
+            }
+        }
+    }
 }
 
 impl RunSlot {

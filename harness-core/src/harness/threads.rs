@@ -341,36 +341,60 @@ impl HarnessInner {
         thread_id: &str,
         change: impl FnOnce(&mut ThreadRecord),
     ) -> Result<(), HarnessError> {
-        self.write_with_record(thread_id, Vec::new(), change).await
-    }
-
-    /// Applies `ops` and a change to a thread's record in one atomic write (a run's messages
-    /// with its token usage), serialized with the other changes of the record.
-    pub(crate) async fn write_with_record(
-        &self,
-        thread_id: &str,
-        mut ops: Vec<WriteOp>,
-        change: impl FnOnce(&mut ThreadRecord),
-    ) -> Result<(), HarnessError> {
         let _serial = self.metadata_writes.lock().await;
-        let bound = self.session.thread().filter(|t| t.id == thread_id);
-        let mut record = match bound {
-            Some(record) => record,
-            None => self
-                .store
-                .thread(thread_id)
-                .await?
-                .ok_or_else(|| HarnessError::ThreadNotFound(thread_id.to_owned()))?,
-        };
+        let mut record = self.current_record(thread_id).await?;
         change(&mut record);
         record.updated_at = unix_ms().max(record.updated_at);
-        ops.push(WriteOp::UpdateThread(record.clone()));
-        self.store.write(ops).await?;
+        self.store
+            .write(vec![WriteOp::UpdateThread(record.clone())])
+            .await?;
         let mut bound = lock(&self.session.thread);
         if bound.as_ref().map(|t| t.id.as_str()) == Some(record.id.as_str()) {
             *bound = Some(record);
         }
         Ok(())
+    }
+
+    /// Applies `ops` and a change to a thread's record in one atomic write (a run's messages
+    /// with its token usage), serialized with the other changes of the record. The change is
+    /// made to the copy that is written, then, once it is stored, to the bound record.
+    pub(crate) async fn write_with_record(
+        &self,
+        thread_id: &str,
+        mut ops: Vec<WriteOp>,
+        change: impl Fn(&mut ThreadRecord),
+    ) -> Result<(), HarnessError> {
+        let _serial = self.metadata_writes.lock().await;
+        let mut record = self.current_record(thread_id).await?;
+        change(&mut record);
+        let updated_at = unix_ms().max(record.updated_at);
+        record.updated_at = updated_at;
+        ops.push(WriteOp::UpdateThread(record));
+        self.store.write(ops).await?;
+        if let Some(bound) = lock(&self.session.thread)
+            .as_mut()
+            .filter(|bound| bound.id == thread_id)
+        {
+            change(bound);
+            bound.updated_at = updated_at;
+        }
+        Ok(())
+    }
+
+    /// A thread's record: the bound one, or the store's.
+    async fn current_record(&self, thread_id: &str) -> Result<ThreadRecord, HarnessError> {
+        let bound = lock(&self.session.thread)
+            .as_ref()
+            .filter(|bound| bound.id == thread_id)
+            .cloned();
+        match bound {
+            Some(record) => Ok(record),
+            None => self
+                .store
+                .thread(thread_id)
+                .await?
+                .ok_or_else(|| HarnessError::ThreadNotFound(thread_id.to_owned())),
+        }
     }
 
     /// Changes the bound thread's metadata (no error without a bound thread: nothing to save).
