@@ -153,9 +153,9 @@ impl RunQueue {
 pub(crate) struct Recording {
     /// Messages stored.
     pub(crate) stored: u64,
-    /// True if a write of messages failed (the stored thread then differs from the run's
-    /// conversation).
-    pub(crate) failed: bool,
+    /// Why a write of messages failed, if one did (the stored thread then differs from the
+    /// run's conversation).
+    pub(crate) failed: Option<String>,
 }
 
 /// The run a recorder records.
@@ -426,12 +426,15 @@ impl Recorder {
                 true
             }
             Err(error) => {
-                self.harness.emit(storage_error(&error));
+                let event = storage_error(&error);
                 if count > 0 {
                     // Going on would lose the conversation: stop the run instead.
-                    self.recording.failed = true;
+                    if let HarnessEvent::Error { error, .. } = &event {
+                        self.recording.failed.get_or_insert_with(|| error.clone());
+                    }
                     self.run.abort.cancel();
                 }
+                self.harness.emit(event);
                 false
             }
         }

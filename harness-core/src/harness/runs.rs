@@ -301,7 +301,7 @@ impl HarnessInner {
         // The conversation the run ended with is the stored one if every message it added
         // was stored: the next run starts from it.
         let added = result.state.messages.len().saturating_sub(before) as u64;
-        if !recording.failed && recording.stored == added {
+        if recording.failed.is_none() && recording.stored == added {
             self.keep_conversation(Conversation {
                 thread_id,
                 version: ThreadVersion {
@@ -313,13 +313,20 @@ impl HarnessInner {
         }
         self.save_tasks().await;
 
-        let reason = match result.outcome {
+        // A run whose messages could not be stored failed, whatever the model did.
+        let (outcome, error) = match recording.failed {
+            Some(error) => (RunOutcome::Error, Some(error)),
+            None => (
+                result.outcome,
+                result.error.as_ref().map(ToString::to_string),
+            ),
+        };
+        let reason = match outcome {
             RunOutcome::Complete | RunOutcome::MaxSteps => AgentEndReason::Complete,
             RunOutcome::Aborted => AgentEndReason::Aborted,
             RunOutcome::Error => AgentEndReason::Error,
             RunOutcome::Suspended => AgentEndReason::Suspended,
         };
-        let error = result.error.as_ref().map(ToString::to_string);
         self.emit(HarnessEvent::AgentEnd {
             run_id: run_id.clone(),
             reason,
@@ -328,7 +335,7 @@ impl HarnessInner {
         self.session.set_run(None);
         RunSummary {
             run_id,
-            outcome: result.outcome,
+            outcome,
             final_text: result.final_text,
             error,
             usage: result.usage,

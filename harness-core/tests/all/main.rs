@@ -8,6 +8,7 @@ mod display_reducer;
 mod display_scheduler;
 mod event_bus;
 mod harness_approvals;
+mod harness_conversation;
 mod harness_event_order;
 mod harness_flow;
 mod harness_subagents;
