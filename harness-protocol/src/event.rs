@@ -148,8 +148,8 @@ pub enum HarnessEvent {
     /// and `message_end`, so that streaming an answer costs what each delta adds, not the
     /// message so far.
     MessageDelta {
-        /// The message's id.
-        message_id: String,
+        /// The message's id (shared: a delta costs no copy of it).
+        message_id: Arc<str>,
         /// The index of the part in the message's content.
         part: usize,
         /// Answer text or reasoning.

@@ -398,7 +398,7 @@ fn message_delta(
     let Some(current) = state
         .current_message
         .as_mut()
-        .filter(|current| current.id == message_id)
+        .filter(|current| *current.id == *message_id)
     else {
         return;
     };

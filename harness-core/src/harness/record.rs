@@ -362,7 +362,7 @@ impl Recorder {
             streaming.parts.push(kind);
         }
         steps.push(Step::Emit(HarnessEvent::MessageDelta {
-            message_id: streaming.id.to_string(),
+            message_id: Arc::clone(&streaming.id),
             part: streaming.parts.len() - 1,
             kind,
             delta,

@@ -256,7 +256,7 @@ async fn a_run_emits_the_reference_event_sequence_and_the_display_state_follows(
             part,
             delta,
             ..
-        } => Some((message_id.clone(), *part, delta.clone())),
+        } => Some((message_id.to_string(), *part, delta.clone())),
         _ => None,
     })
     .await;

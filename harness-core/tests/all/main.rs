@@ -3,6 +3,7 @@
 //!
 //! One binary for every integration test of the crate, so that linking stays cheap.
 
+mod allocations;
 mod common;
 mod display_reducer;
 mod display_scheduler;
@@ -11,6 +12,10 @@ mod harness_approvals;
 mod harness_conversation;
 mod harness_event_order;
 mod harness_flow;
+mod harness_streaming;
 mod harness_subagents;
 mod harness_threads;
 mod run_failure;
+
+#[global_allocator]
+static ALLOCATOR: allocations::CountingAllocator = allocations::CountingAllocator;

@@ -64,7 +64,7 @@ pub(crate) fn one_of_each() -> Vec<HarnessEvent> {
             message: Arc::clone(&message),
         },
         HarnessEvent::MessageDelta {
-            message_id: text("m1"),
+            message_id: "m1".into(),
             part: 0,
             kind: PartKind::Text,
             delta: text("more"),
