@@ -25,7 +25,8 @@ struct Lookup {
     key: String,
 }
 
-fn kernel() -> Kernel {
+/// The kernel of the suite: the scripted model asks for `lookup`, then answers.
+pub(crate) fn kernel() -> Kernel {
     let model = ScriptedModel::new("scripted/bench")
         .then(Scripted::tool_call("lookup", json!({"key": "answer"})))
         .then(Scripted::text("The answer is 42."))
@@ -45,6 +46,15 @@ fn kernel() -> Kernel {
         .unwrap_or_else(|error| panic!("the bench kernel does not build: {error}"))
 }
 
+/// One run of the suite's kernel; panics unless it completes.
+pub(crate) async fn run_once(kernel: &Kernel) {
+    let result = kernel.run(RunInput::new("What is the answer?")).await;
+    if result.outcome != RunOutcome::Complete {
+        panic!("the bench run did not complete: {:?}", result.error);
+    }
+    black_box(result);
+}
+
 pub(crate) fn run() -> serde_json::Value {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -59,18 +69,14 @@ pub(crate) fn run() -> serde_json::Value {
 
     let (mut samples, bytes) = runtime.block_on(async {
         for _ in 0..warmup {
-            black_box(kernel.run(RunInput::new("What is the answer?")).await);
+            run_once(&kernel).await;
         }
         let mut samples = Vec::with_capacity(runs);
         let before = alloc::snapshot();
         for _ in 0..runs {
             let started = Instant::now();
-            let result = kernel.run(RunInput::new("What is the answer?")).await;
+            run_once(&kernel).await;
             samples.push(started.elapsed().as_nanos() as f64 / 1_000.0);
-            if result.outcome != RunOutcome::Complete {
-                panic!("the bench run did not complete: {:?}", result.error);
-            }
-            black_box(result);
         }
         let allocated = before.until(alloc::snapshot());
         (samples, allocated)

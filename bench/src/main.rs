@@ -6,6 +6,7 @@
 mod alloc;
 mod dispatch;
 mod events;
+mod harness;
 mod kernel;
 mod measure;
 mod om;
@@ -30,6 +31,11 @@ const SUITES: &[Suite] = &[
         "events",
         "events/s through reducer + scheduler + bus to 1 and 16 subscribers, snapshots, flush latency",
         events::run,
+    ),
+    (
+        "harness",
+        "a send_message round trip on threads of 10 and 2,000 messages, memory and SQLite, against the kernel",
+        harness::run,
     ),
     (
         "kernel",

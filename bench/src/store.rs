@@ -42,11 +42,12 @@ use serde_json::json;
 
 use crate::measure::{median, round2};
 
-/// A temporary database file, removed (with its WAL and shared-memory files) on drop.
-struct TempDb(PathBuf);
+/// A temporary database file, removed (with its WAL, shared-memory and thread-lock files) on
+/// drop.
+pub(crate) struct TempDb(pub(crate) PathBuf);
 
 impl TempDb {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|elapsed| elapsed.as_nanos())
@@ -65,6 +66,9 @@ impl Drop for TempDb {
             path.push(suffix);
             let _ = std::fs::remove_file(PathBuf::from(path));
         }
+        let mut locks = self.0.clone().into_os_string();
+        locks.push(".locks");
+        let _ = std::fs::remove_dir_all(PathBuf::from(locks));
     }
 }
 
@@ -96,7 +100,7 @@ fn thread(id: &str) -> ThreadRecord {
 
 /// The `n`th message of a conversation: a user turn, a tool call, its result, in turn
 /// (about 350 bytes of JSON on average).
-fn message(thread_id: &str, n: usize) -> StoredMessage {
+pub(crate) fn message(thread_id: &str, n: usize) -> StoredMessage {
     let message = match n % 3 {
         0 => KernelMessage::user(format!(
             "Please look at src/module_{n}.rs and tell me why the build fails on the second \

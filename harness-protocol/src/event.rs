@@ -13,6 +13,8 @@
 
 use std::sync::Arc;
 
+/// A command's output stream (the type `tool.output-delta` handlers see).
+pub use harness_tags::OutputStream;
 use harness_tags::{ToolCategory, Usage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -20,7 +22,7 @@ use serde_json::Value;
 
 use crate::display::DisplayState;
 use crate::memory::{OmProgress, OmRole, OmTrigger};
-use crate::message::HarnessMessage;
+use crate::message::{HarnessMessage, PartKind};
 use crate::task::TaskItem;
 
 /// Why a run ended.
@@ -47,16 +49,6 @@ pub enum ModelScope {
     Thread,
     /// This mode in this thread.
     Mode,
-}
-
-/// A command's output stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum OutputStream {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
 }
 
 /// A thread as user interfaces see it.
@@ -144,10 +136,26 @@ pub enum HarnessEvent {
         /// The message so far (shared, so the display state can hold it without a copy).
         message: Arc<HarnessMessage>,
     },
-    /// A streaming message grew.
+    /// A streaming message grew; the whole message so far. The harness streams with
+    /// [`HarnessEvent::MessageDelta`] instead; this one stays for emitters that replace the
+    /// message whole.
     MessageUpdate {
         /// The message so far.
         message: Arc<HarnessMessage>,
+    },
+    /// A streaming message grew by `delta`, at the end of its part number `part` (a new part
+    /// when `part` is the number of parts so far). Sent between the message's `message_start`
+    /// and `message_end`, so that streaming an answer costs what each delta adds, not the
+    /// message so far.
+    MessageDelta {
+        /// The message's id (shared: a delta costs no copy of it).
+        message_id: Arc<str>,
+        /// The index of the part in the message's content.
+        part: usize,
+        /// Answer text or reasoning.
+        kind: PartKind,
+        /// The new text.
+        delta: String,
     },
     /// A message is complete.
     MessageEnd {
@@ -430,6 +438,7 @@ impl HarnessEvent {
             HarnessEvent::AgentEnd { .. } => "agent_end",
             HarnessEvent::MessageStart { .. } => "message_start",
             HarnessEvent::MessageUpdate { .. } => "message_update",
+            HarnessEvent::MessageDelta { .. } => "message_delta",
             HarnessEvent::MessageEnd { .. } => "message_end",
             HarnessEvent::ToolStart { .. } => "tool_start",
             HarnessEvent::ToolApprovalRequired { .. } => "tool_approval_required",

@@ -40,7 +40,7 @@ pub use error::ErrorCode;
 pub use event::{AgentEndReason, HarnessEvent, ModelScope, OutputStream, ThreadInfo};
 pub use harness_tags::util::WallClock;
 pub use memory::{OmProgress, OmRole, OmStatus, OmTrigger};
-pub use message::{HarnessMessage, MessagePart, MessageRole, StopReason};
+pub use message::{HarnessMessage, MessagePart, MessageRole, PartKind, StopReason};
 pub use reducer::{reduce, reduce_with_clock};
 pub use task::{TaskItem, TaskStatus};
 

@@ -30,6 +30,16 @@ pub enum StopReason {
     Error,
 }
 
+/// The kind of text a streamed delta adds to a message: answer text or reasoning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PartKind {
+    /// A [`MessagePart::Text`].
+    Text,
+    /// A [`MessagePart::Thinking`].
+    Thinking,
+}
+
 /// One part of a message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(

@@ -8,7 +8,10 @@
 //!   suspensions unless the reason is `suspended`; tools still streaming input or running end as
 //!   errors (except, for a suspended run, the tools that are suspended).
 //! - `message_start` / `message_update` of an assistant message make it the current message;
-//!   `message_end` clears it.
+//!   `message_delta` appends its text to the current message's part (or starts the part when
+//!   it is the next one; a delta of another message, or for a part that does not fit, is
+//!   ignored); `message_end` clears it. The current message is shared with the snapshots that
+//!   hold it: a delta copies it only when a snapshot still holds the previous text.
 //! - `tool_input_start` / `_delta` / `_end` fill `tool_input_buffers` and an [`ActiveTool`] in
 //!   `streaming_input`; at `tool_input_end` the buffer is parsed as the tool's arguments (left
 //!   `null` if it is not JSON) and dropped.
@@ -49,7 +52,7 @@ use crate::display::{
 };
 use crate::event::{AgentEndReason, HarnessEvent};
 use crate::memory::{OmProgress, OmStatus};
-use crate::message::MessageRole;
+use crate::message::{MessagePart, MessageRole, PartKind};
 
 /// How long the follow-up list may grow from a count without texts.
 const MAX_FOLLOW_UP_PLACEHOLDERS: usize = 1024;
@@ -79,6 +82,12 @@ pub fn reduce_with_clock(state: &mut DisplayState, event: &HarnessEvent, now: &d
                 state.current_message = Some(Arc::clone(message));
             }
         }
+        HarnessEvent::MessageDelta {
+            message_id,
+            part,
+            kind,
+            delta,
+        } => message_delta(state, message_id, *part, *kind, delta),
         HarnessEvent::MessageEnd { message } => {
             let ends_current = state
                 .current_message
@@ -376,6 +385,43 @@ fn new_tool(
         result: None,
         is_error: false,
         shell_output: String::new(),
+    }
+}
+
+fn message_delta(
+    state: &mut DisplayState,
+    message_id: &str,
+    part: usize,
+    kind: PartKind,
+    delta: &str,
+) {
+    let Some(current) = state
+        .current_message
+        .as_mut()
+        .filter(|current| *current.id == *message_id)
+    else {
+        return;
+    };
+    let fits = match current.content.get(part) {
+        Some(MessagePart::Text { .. }) => kind == PartKind::Text,
+        Some(MessagePart::Thinking { .. }) => kind == PartKind::Thinking,
+        Some(_) => false,
+        None => part == current.content.len(),
+    };
+    if !fits {
+        return;
+    }
+    let content = &mut Arc::make_mut(current).content;
+    match content.get_mut(part) {
+        Some(MessagePart::Text { text } | MessagePart::Thinking { text }) => text.push_str(delta),
+        _ => content.push(match kind {
+            PartKind::Text => MessagePart::Text {
+                text: delta.to_owned(),
+            },
+            PartKind::Thinking => MessagePart::Thinking {
+                text: delta.to_owned(),
+            },
+        }),
     }
 }
 

@@ -114,6 +114,20 @@ pub struct StoredMessage {
     pub message: KernelMessage,
 }
 
+/// Where a thread's messages stand, as [`Store::thread_version`] reads it: equal versions of a
+/// thread mean the same messages.
+///
+/// Messages are only ever appended, so the count tells how far a thread has grown; the
+/// generation tells a thread from one deleted and created again under the same id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ThreadVersion {
+    /// Numbers this thread among every thread the store ever created under any id: a thread
+    /// deleted and created again under the same id gets another.
+    pub generation: u64,
+    /// How many messages the thread holds.
+    pub messages: u64,
+}
+
 /// One write; [`Store::write`] applies a batch of them atomically, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WriteOp {
@@ -225,6 +239,25 @@ pub trait Store: Send + Sync + 'static {
 
     /// A thread's messages, in the order they were appended.
     async fn messages(&self, thread_id: &str) -> Result<Vec<StoredMessage>, StoreError>;
+
+    /// Where a thread's messages stand (`None` if the thread does not exist): the version
+    /// changes with every append to the thread, and when the thread is deleted and created
+    /// again, whoever wrote (this process or another). A harness compares it with the version
+    /// of the conversation it keeps in memory before each run, instead of reading the thread.
+    ///
+    /// The default reads the thread and all its messages, and takes the thread's creation
+    /// time as the generation; a store should answer with a lookup that does not grow with
+    /// the thread (both built-in stores do).
+    async fn thread_version(&self, thread_id: &str) -> Result<Option<ThreadVersion>, StoreError> {
+        let Some(thread) = self.thread(thread_id).await? else {
+            return Ok(None);
+        };
+        let messages = self.messages(thread_id).await?.len() as u64;
+        Ok(Some(ThreadVersion {
+            generation: thread.created_at as u64,
+            messages,
+        }))
+    }
 
     /// The distinct resource ids that have threads, sorted.
     async fn resource_ids(&self) -> Result<Vec<String>, StoreError>;

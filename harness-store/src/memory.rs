@@ -1,14 +1,15 @@
 //! [`MemoryStore`] and [`MemoryThreadLock`]: the in-memory store and lock, for tests and
 //! for harnesses that need no persistence.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
 use super::{
-    LockError, Record, Store, StoreError, StoredMessage, ThreadLock, ThreadRecord, WriteOp,
+    LockError, Record, Store, StoreError, StoredMessage, ThreadLock, ThreadRecord, ThreadVersion,
+    WriteOp,
 };
 
 /// A [`Store`] that keeps everything in memory, with the same semantics as
@@ -46,13 +47,72 @@ struct Inner {
     /// `updated_at`, newest created first, as in SQLite).
     threads: HashMap<String, (u64, ThreadRecord)>,
     /// Each thread's messages, in append order.
-    messages: HashMap<String, Vec<StoredMessage>>,
-    /// Every message id, with its thread (ids are unique across threads).
-    message_ids: HashMap<String, String>,
+    messages: HashMap<String, Chunks>,
+    /// Every message id (ids are unique across threads).
+    message_ids: HashSet<String>,
     /// Plugin records by (namespace, key), sorted.
     records: BTreeMap<(String, String), Record>,
     /// The next creation sequence number.
     next_created: u64,
+}
+
+/// A thread's messages in chunks that stay where they were allocated: an append never copies
+/// earlier messages (a `Vec` that doubles copies them all now and then, a pause that grows with
+/// the thread). Chunks grow with the thread, from 16 messages to at most 1,024.
+#[derive(Debug, Default)]
+struct Chunks {
+    chunks: Vec<Vec<StoredMessage>>,
+    len: usize,
+}
+
+impl Chunks {
+    const MIN: usize = 16;
+    const MAX: usize = 1024;
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &StoredMessage> {
+        self.chunks.iter().flatten()
+    }
+
+    fn push(&mut self, message: StoredMessage) {
+        let full = self
+            .chunks
+            .last()
+            .is_none_or(|chunk| chunk.len() == chunk.capacity());
+        if full {
+            let capacity = self.len.clamp(Self::MIN, Self::MAX);
+            self.chunks.push(Vec::with_capacity(capacity));
+        }
+        if let Some(chunk) = self.chunks.last_mut() {
+            chunk.push(message);
+            self.len += 1;
+        }
+    }
+
+    /// Cuts the list back to `len` messages; returns the ones cut.
+    fn truncate(&mut self, len: usize) -> Vec<StoredMessage> {
+        let mut cut = Vec::new();
+        while self.len > len {
+            let Some(chunk) = self.chunks.last_mut() else {
+                break;
+            };
+            let keep = chunk.len().saturating_sub(self.len - len);
+            self.len -= chunk.len() - keep;
+            // Earlier chunks' messages go before the later ones already cut.
+            cut.splice(0..0, chunk.drain(keep..));
+            if chunk.is_empty() {
+                self.chunks.pop();
+            }
+        }
+        cut
+    }
 }
 
 /// How to take back one applied op when a later op of the batch fails.
@@ -61,8 +121,15 @@ enum Undo {
     RemoveThread(String),
     /// Put back a thread as it was (after an update or a delete).
     RestoreThread((u64, ThreadRecord)),
+    /// Put back what an update replaced.
+    RestoreFields {
+        thread_id: String,
+        title: Option<String>,
+        metadata: serde_json::Map<String, serde_json::Value>,
+        updated_at: i64,
+    },
     /// Put back a deleted thread's messages.
-    RestoreMessages(String, Vec<StoredMessage>),
+    RestoreMessages(String, Chunks),
     /// Cut a thread's messages back to a length and forget the appended ids.
     TruncateMessages(String, usize),
     /// Put a record back as it was (absent or with its old value).
@@ -96,13 +163,16 @@ impl Inner {
                 self.threads.insert(thread.id.clone(), (created, thread));
             }
             WriteOp::UpdateThread(thread) => {
-                let Some((created, stored)) = self.threads.get_mut(&thread.id) else {
+                let Some((_, stored)) = self.threads.get_mut(&thread.id) else {
                     return Err(StoreError::ThreadNotFound(thread.id));
                 };
-                undo.push(Undo::RestoreThread((*created, stored.clone())));
-                stored.title = thread.title;
-                stored.metadata = thread.metadata;
-                stored.updated_at = thread.updated_at;
+                // What the update replaces is what undoes it: no copy of the record.
+                undo.push(Undo::RestoreFields {
+                    thread_id: thread.id,
+                    title: std::mem::replace(&mut stored.title, thread.title),
+                    metadata: std::mem::replace(&mut stored.metadata, thread.metadata),
+                    updated_at: std::mem::replace(&mut stored.updated_at, thread.updated_at),
+                });
             }
             WriteOp::DeleteThread { thread_id } => {
                 let Some(thread) = self.threads.remove(&thread_id) else {
@@ -110,7 +180,7 @@ impl Inner {
                 };
                 undo.push(Undo::RestoreThread(thread));
                 let messages = self.messages.remove(&thread_id).unwrap_or_default();
-                for message in &messages {
+                for message in messages.iter() {
                     self.message_ids.remove(&message.id);
                 }
                 undo.push(Undo::RestoreMessages(thread_id.clone(), messages));
@@ -135,12 +205,11 @@ impl Inner {
                 let list = self.messages.entry(thread_id.clone()).or_default();
                 undo.push(Undo::TruncateMessages(thread_id.clone(), list.len()));
                 for mut message in messages {
-                    if self.message_ids.contains_key(&message.id) {
+                    if self.message_ids.contains(&message.id) {
                         return Err(StoreError::MessageExists(message.id));
                     }
                     message.thread_id.clone_from(&thread_id);
-                    self.message_ids
-                        .insert(message.id.clone(), thread_id.clone());
+                    self.message_ids.insert(message.id.clone());
                     list.push(message);
                 }
             }
@@ -183,13 +252,24 @@ impl Inner {
                 Undo::RemoveThread(id) => {
                     self.threads.remove(&id);
                 }
+                Undo::RestoreFields {
+                    thread_id,
+                    title,
+                    metadata,
+                    updated_at,
+                } => {
+                    if let Some((_, stored)) = self.threads.get_mut(&thread_id) {
+                        stored.title = title;
+                        stored.metadata = metadata;
+                        stored.updated_at = updated_at;
+                    }
+                }
                 Undo::RestoreThread((created, thread)) => {
                     self.threads.insert(thread.id.clone(), (created, thread));
                 }
                 Undo::RestoreMessages(thread_id, messages) => {
-                    for message in &messages {
-                        self.message_ids
-                            .insert(message.id.clone(), thread_id.clone());
+                    for message in messages.iter() {
+                        self.message_ids.insert(message.id.clone());
                     }
                     if !messages.is_empty() {
                         self.messages.insert(thread_id, messages);
@@ -197,7 +277,7 @@ impl Inner {
                 }
                 Undo::TruncateMessages(thread_id, len) => {
                     if let Some(list) = self.messages.get_mut(&thread_id) {
-                        for message in list.drain(len..) {
+                        for message in list.truncate(len) {
                             self.message_ids.remove(&message.id);
                         }
                         if list.is_empty() {
@@ -263,8 +343,19 @@ impl Store for MemoryStore {
             .lock()
             .messages
             .get(thread_id)
-            .cloned()
+            .map(|list| list.iter().cloned().collect())
             .unwrap_or_default())
+    }
+
+    async fn thread_version(&self, thread_id: &str) -> Result<Option<ThreadVersion>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .threads
+            .get(thread_id)
+            .map(|(created, _)| ThreadVersion {
+                generation: *created,
+                messages: inner.messages.get(thread_id).map_or(0, Chunks::len) as u64,
+            }))
     }
 
     async fn resource_ids(&self) -> Result<Vec<String>, StoreError> {
@@ -393,5 +484,53 @@ impl ThreadLock for MemoryThreadLock {
             table.remove(thread_id);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harness_tags::KernelMessage;
+
+    fn message(n: usize) -> StoredMessage {
+        StoredMessage {
+            id: format!("m{n}"),
+            thread_id: "t".into(),
+            created_at: 0,
+            run_id: None,
+            message: KernelMessage::user(n.to_string()),
+        }
+    }
+
+    fn ids(chunks: &Chunks) -> Vec<String> {
+        chunks.iter().map(|m| m.id.clone()).collect()
+    }
+
+    #[test]
+    fn chunks_keep_order_across_chunks_and_cut_back_in_order() {
+        let mut chunks = Chunks::default();
+        for n in 0..100 {
+            chunks.push(message(n));
+        }
+        assert_eq!(chunks.len(), 100);
+        assert!(
+            chunks.chunks.len() > 1,
+            "several chunks: {}",
+            chunks.chunks.len()
+        );
+        let cut = chunks.truncate(37);
+        assert_eq!(
+            cut.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+            (37..100).map(|n| format!("m{n}")).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            ids(&chunks),
+            (0..37).map(|n| format!("m{n}")).collect::<Vec<_>>()
+        );
+        chunks.push(message(1000));
+        assert_eq!(chunks.len(), 38);
+        assert_eq!(ids(&chunks).last().map(String::as_str), Some("m1000"));
+        assert!(chunks.truncate(0).len() == 38 && chunks.is_empty());
+        assert!(chunks.chunks.is_empty());
     }
 }

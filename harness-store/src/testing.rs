@@ -4,7 +4,7 @@
 //! One call runs it all from a backend's tests, with one `#[test]` per case:
 //!
 //! ```
-//! // In the backend's tests: eight `#[test]`s, each on a new store.
+//! // In the backend's tests: nine `#[test]`s, each on a new store.
 //! harness_store::store_conformance!(harness_store::MemoryStore::new);
 //! # fn main() {
 //! #     harness_store::testing::block_on(harness_store::testing::run_all(harness_store::MemoryStore::new));
@@ -43,7 +43,7 @@ impl Backend for Arc<dyn Store> {
 }
 
 /// The names of the cases, in the order [`run_all`] runs them.
-pub const CASES: [&str; 8] = [
+pub const CASES: [&str; 9] = [
     "create_get_list",
     "update",
     "append_order",
@@ -52,6 +52,7 @@ pub const CASES: [&str; 8] = [
     "records_by_prefix",
     "resource_ids",
     "errors",
+    "versions",
 ];
 
 /// Runs every case, each against a fresh backend from `fresh`; panics with the case's name and
@@ -74,6 +75,7 @@ pub async fn run_case(name: &str, store: &dyn Store) {
         "records_by_prefix" => records_by_prefix(store).await,
         "resource_ids" => resource_ids(store).await,
         "errors" => errors(store).await,
+        "versions" => versions(store).await,
         other => panic!("no conformance case is named `{other}`; see `CASES`"),
     }
 }
@@ -93,7 +95,7 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 macro_rules! store_conformance {
     ($fresh:expr) => {
         $crate::store_conformance!(@cases $fresh; create_get_list, update, append_order,
-            delete_cascades, batch_atomicity, records_by_prefix, resource_ids, errors);
+            delete_cascades, batch_atomicity, records_by_prefix, resource_ids, errors, versions);
     };
     (@cases $fresh:expr; $($case:ident),*) => {
         $(
@@ -571,4 +573,67 @@ pub async fn errors(store: &dyn Store) {
     assert_eq!(error, StoreError::MessageExists("n1".into()));
     assert_eq!(store.messages("t2").await.unwrap(), vec![]);
     assert_eq!(message_ids(&store.messages("t1").await.unwrap()), ["m1"]);
+}
+
+/// A thread's version changes with each append to it and when it is created again, and with
+/// nothing else; a thread that does not exist has none.
+pub async fn versions(store: &dyn Store) {
+    assert_eq!(store.thread_version("t1").await.unwrap(), None);
+    store.write(create(thread("t1", "r1", 1))).await.unwrap();
+    let empty = store.thread_version("t1").await.unwrap().unwrap();
+    assert_eq!(empty.messages, 0);
+    store
+        .write(vec![append(
+            "t1",
+            vec![message("m1", "t1", "a"), message("m2", "t1", "b")],
+        )])
+        .await
+        .unwrap();
+    let two = store.thread_version("t1").await.unwrap().unwrap();
+    assert_eq!(two.messages, 2);
+    assert_eq!(two.generation, empty.generation);
+
+    // Other threads, the thread's record, its records and a failed batch leave it as it was.
+    store.write(create(thread("t2", "r1", 2))).await.unwrap();
+    let mut renamed = thread("t1", "r1", 5);
+    renamed.title = Some("renamed".into());
+    store
+        .write(vec![
+            append("t2", vec![message("m3", "t2", "c")]),
+            WriteOp::UpdateThread(renamed),
+            put("om", "t1/observations", Some("t1"), json!({"n": 1})),
+        ])
+        .await
+        .unwrap();
+    store
+        .write(vec![
+            append("t1", vec![message("m4", "t1", "d")]),
+            append("ghost", vec![message("m5", "ghost", "e")]),
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(store.thread_version("t1").await.unwrap(), Some(two));
+    assert_ne!(store.thread_version("t2").await.unwrap().unwrap(), two);
+
+    // Deleted, it has none; created again with as many messages, it has another.
+    store
+        .write(vec![WriteOp::DeleteThread {
+            thread_id: "t1".into(),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(store.thread_version("t1").await.unwrap(), None);
+    store
+        .write(vec![
+            WriteOp::CreateThread(thread("t1", "r1", 1)),
+            append(
+                "t1",
+                vec![message("m1", "t1", "a"), message("m2", "t1", "b")],
+            ),
+        ])
+        .await
+        .unwrap();
+    let again = store.thread_version("t1").await.unwrap().unwrap();
+    assert_eq!(again.messages, 2);
+    assert_ne!(again, two);
 }

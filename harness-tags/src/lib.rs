@@ -72,12 +72,12 @@ pub use handler::{
 pub use harness_macros::Tag;
 pub use pattern::{IntoPattern, Pattern, PatternError};
 pub use payload::{
-    DisplayToolResult, FailureReason, FinishReason, GateDecision, GateVerdict, HealingKind,
-    HealingReport, HealingStep, KernelMessage, LifecycleFailure, McpResourceInfo,
+    DeltaKind, DisplayToolResult, FailureReason, FinishReason, GateDecision, GateVerdict,
+    HealingKind, HealingReport, HealingStep, KernelMessage, LifecycleFailure, McpResourceInfo,
     McpToolAnnotations, McpToolInfo, McpToolList, MemoryContext, ModelRequest, ModelResponse,
-    ObservationStep, RunEnd, RunFailure, RunOutcome, RunStart, StrategyAction, StrategyEvaluation,
-    SubagentResult, TerminateDecision, TerminateReason, Thinking, ThreadChange, ToolCall, ToolSpec,
-    Usage,
+    ObservationStep, OutputDelta, OutputStream, RunEnd, RunFailure, RunOutcome, RunStart,
+    StrategyAction, StrategyEvaluation, SubagentResult, TerminateDecision, TerminateReason,
+    TextDelta, Thinking, ThreadChange, ToolCall, ToolSpec, Usage,
 };
 pub use pipeline::{
     BuildError, Emit, EmitError, EmitOutcome, ErrorSink, FailureKind, HandlerFailure, IntoPlugin,

@@ -141,7 +141,7 @@ impl KernelObserver for Recorder {
             KernelEvent::MessageAdded { message } => {
                 Seen::Message(serde_json::to_value(message).unwrap_or_default())
             }
-            KernelEvent::TextDelta { text } => Seen::Text(text),
+            KernelEvent::TextDelta { text, .. } => Seen::Text(text),
             KernelEvent::ToolInputStarted { tool_name, .. } => Seen::ToolInput(tool_name),
             KernelEvent::ToolStarted { call } => Seen::ToolStarted(call.name, call.arguments),
             KernelEvent::ToolFinished(finished) => {

@@ -35,6 +35,6 @@ pub use bus::{Delivery, EventBus, EventSink, ListenerGuard, Subscription};
 pub use harness_protocol::event::*;
 pub use harness_protocol::{
     EventEnvelope, EventScope, HarnessMessage, MessagePart, MessageRole, OmProgress, OmRole,
-    OmStatus, OmTrigger, StopReason,
+    OmStatus, OmTrigger, PartKind, StopReason,
 };
 pub use hub::{EventHub, EventHubConfig};

@@ -18,7 +18,9 @@
 //! [`DisplayScheduler::flush`].
 //!
 //! Snapshots are `Arc<DisplayState>`: immutable, so a subscriber may keep a frame as long as it
-//! likes. [`DisplayScheduler::subscribe`] has latest-value semantics: a slow user interface
+//! likes. A snapshot that falls due while nobody watches (no display subscriber, no one to
+//! announce it to on the bus) is not built: the next reader ([`DisplayScheduler::latest`],
+//! [`DisplayScheduler::subscribe`]) gets it built then, with everything folded so far. [`DisplayScheduler::subscribe`] has latest-value semantics: a slow user interface
 //! skips intermediate frames and always gets the newest one.
 
 use std::fmt;
@@ -107,6 +109,8 @@ struct Core {
     state: DisplayState,
     /// True if the state has changes no snapshot holds yet.
     dirty: bool,
+    /// True if a snapshot was due while nobody could see it: it is built when asked for.
+    owed: bool,
     /// When the oldest unpublished event came.
     first_pending: Instant,
     /// When the newest unpublished event came.
@@ -145,12 +149,24 @@ impl Inner {
     }
 
     /// Publishes a snapshot of the state; returns the `display_state_changed` envelope for the
-    /// bus's listeners, if one was sent.
+    /// bus's listeners, if one was sent. With no display subscriber and nobody to announce it
+    /// to, the snapshot is only owed: [`DisplayScheduler::latest`] and
+    /// [`DisplayScheduler::subscribe`] build it when asked (a harness with no user interface
+    /// attached copies no state).
     fn flush_locked(&self, core: &mut Core) -> Option<Arc<EventEnvelope>> {
         core.dirty = false;
+        let announced = self
+            .bus
+            .as_ref()
+            .filter(|bus| self.announce && bus.subscriber_count() + bus.listener_count() > 0);
+        if self.snapshots.receiver_count() == 0 && announced.is_none() {
+            core.owed = true;
+            return None;
+        }
+        core.owed = false;
         let snapshot = Arc::new(core.state.clone());
         self.snapshots.send_replace(Arc::clone(&snapshot));
-        let bus = self.bus.as_ref().filter(|_| self.announce)?;
+        let bus = announced?;
         let announcement = HarnessEvent::DisplayStateChanged {
             display_state: snapshot,
         };
@@ -252,6 +268,7 @@ impl DisplayScheduler {
                 core: Mutex::new(Core {
                     state: DisplayState::default(),
                     dirty: false,
+                    owed: false,
                     first_pending: now,
                     last_event: now,
                     scope: EventScope::default(),
@@ -361,9 +378,22 @@ impl DisplayScheduler {
         self.inner.notify_listeners(announcement);
     }
 
-    /// The latest published snapshot.
+    /// The latest published snapshot. A snapshot that was due while nobody watched is built
+    /// now, with everything folded so far.
     pub fn latest(&self) -> Arc<DisplayState> {
+        self.pay_owed();
         Arc::clone(&self.inner.snapshots.borrow())
+    }
+
+    /// Publishes the snapshot owed to readers that were not there when it was due.
+    fn pay_owed(&self) {
+        let mut core = self.inner.lock();
+        if core.owed {
+            core.owed = false;
+            core.dirty = false;
+            let snapshot = Arc::new(core.state.clone());
+            self.inner.snapshots.send_replace(snapshot);
+        }
     }
 
     /// How many snapshot streams are open.
@@ -374,6 +404,7 @@ impl DisplayScheduler {
     /// A stream of snapshots: the latest one at once, then each newer one. A slow reader skips
     /// to the newest. The stream ends when the scheduler is dropped.
     pub fn subscribe(&self) -> DisplayStateStream {
+        self.pay_owed();
         let receiver = self.inner.snapshots.subscribe();
         DisplayStateStream {
             inner: Box::pin(stream::unfold(

@@ -8,10 +8,9 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::{Harness, HarnessError, HarnessInner};
-use crate::event::{HarnessEvent, OutputStream};
+use crate::event::HarnessEvent;
 use crate::tool::{
-    ApprovalAnswer, ApprovalRequest, HarnessChannel, ShellStream, SuspendError, Suspension,
-    ToolProgress,
+    ApprovalAnswer, ApprovalRequest, HarnessChannel, SuspendError, Suspension, ToolProgress,
 };
 use harness_tags::util::lock;
 
@@ -65,21 +64,7 @@ impl HarnessChannel for SessionChannel {
     }
 
     fn progress(&self, call_id: &str, progress: ToolProgress) {
-        let event = match progress {
-            ToolProgress::Partial(partial_result) => HarnessEvent::ToolUpdate {
-                tool_call_id: call_id.to_owned(),
-                partial_result,
-            },
-            ToolProgress::Shell { output, stream } => HarnessEvent::ShellOutput {
-                tool_call_id: call_id.to_owned(),
-                output,
-                stream: match stream {
-                    ShellStream::Stdout => OutputStream::Stdout,
-                    ShellStream::Stderr => OutputStream::Stderr,
-                },
-            },
-        };
-        self.harness.emit_in_order(event);
+        self.harness.report_output(call_id, progress);
     }
 
     async fn approve(&self, request: ApprovalRequest) -> ApprovalAnswer {

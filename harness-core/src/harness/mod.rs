@@ -26,8 +26,10 @@
 
 mod builder;
 mod channel;
+mod conversation;
 mod heartbeat;
 mod modes;
+mod record;
 mod runs;
 mod services;
 mod session;
@@ -35,13 +37,12 @@ mod subagent;
 mod threads;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use harness_tags::util::unix_ms;
 use harness_tags::{Pipeline, ToolCategory};
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
 
 pub use builder::{AgentConfig, BuildError, HarnessBuilder, Mode};
 pub use channel::ESCALATION;
@@ -144,8 +145,11 @@ pub(crate) struct HarnessInner {
     pub(crate) interactive: Option<bool>,
     pub(crate) persist_grants: bool,
     pub(crate) session: Session,
-    /// The active run's recorder, for publishing in order and flushing before a fork.
-    pub(crate) recorder: Mutex<Option<mpsc::UnboundedSender<runs::Recorded>>>,
+    /// The queue from the active run to its recorder, for publishing in order and flushing
+    /// before a fork.
+    pub(crate) queue: record::RunQueue,
+    /// The task that runs messages.
+    pub(crate) runner: runs::Runner,
     pub(crate) heartbeats: heartbeat::Heartbeats,
     pub(crate) initialized: AtomicBool,
     /// Serializes read-modify-write of the bound thread's record.
@@ -295,6 +299,12 @@ impl Harness {
     }
 }
 
+impl Drop for HarnessInner {
+    fn drop(&mut self) {
+        self.runner.stop();
+    }
+}
+
 impl crate::kernel::SessionSource for HarnessInner {
     fn view(&self) -> harness_tags::SessionView {
         self.session.view()
@@ -369,7 +379,8 @@ impl HarnessInner {
     }
 }
 
-/// A default id: time-ordered, with a random part so two harnesses do not collide.
+/// A default id: time-ordered, with a random part so two harnesses do not collide (19 hex
+/// digits: 11 of Unix milliseconds, 8 random).
 pub(crate) fn default_id() -> String {
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
@@ -377,7 +388,19 @@ pub(crate) fn default_id() -> String {
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.write_u32(std::process::id());
-    format!("{:011x}{:08x}", unix_ms(), hasher.finish() as u32)
+    let mut id = String::with_capacity(19);
+    push_hex(&mut id, unix_ms() as u64, 11);
+    push_hex(&mut id, u64::from(hasher.finish() as u32), 8);
+    id
+}
+
+/// Appends the low `digits` hex digits of `value`, zero-padded (what `{:0width$x}` writes,
+/// without the formatting machinery ids are made often enough to notice).
+fn push_hex(out: &mut String, value: u64, digits: u32) {
+    for shift in (0..digits).rev() {
+        let digit = ((value >> (shift * 4)) & 0xf) as u32;
+        out.push(char::from_digit(digit, 16).unwrap_or('0'));
+    }
 }
 
 /// The event that reports a failed write of the thread.
@@ -387,5 +410,24 @@ pub(crate) fn storage_error(error: &dyn std::fmt::Display) -> HarnessEvent {
         error_type: Some(ErrorCode::Storage.into()),
         retryable: Some(true),
         retry_delay_ms: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_digits_are_what_format_writes() {
+        for value in [0u64, 1, 0xabc, 0x18b_2c3d_4e5f, u64::from(u32::MAX)] {
+            let mut out = String::new();
+            push_hex(&mut out, value, 11);
+            assert_eq!(out, format!("{value:011x}"));
+        }
+        let id = default_id();
+        assert_eq!(id.len(), 19);
+        assert!(id.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+        assert!(id[..11] <= *format!("{:011x}", unix_ms()), "{id}");
+        assert_ne!(default_id(), default_id());
     }
 }

@@ -1,26 +1,26 @@
-//! Flow control (send, follow up, steer, abort), the run driver, and the recorder that turns a
-//! run's kernel events into stored messages and harness events.
+//! Flow control (send, follow up, steer, abort) and the run driver (the recorder that turns a
+//! run's kernel events into stored messages and harness events is in `record.rs`).
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use futures_util::FutureExt;
-use harness_tags::tags::DisplayToolResultTag;
-use harness_tags::{BaseCtx, DisplayToolResult, KernelMessage, RunOutcome, ToolResultCtx, Usage};
+use harness_tags::{KernelMessage, RunOutcome, Usage};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::channel::SessionChannel;
+use super::conversation::Conversation;
+use super::record::{Recorded, Recorder, RunScope};
 use super::{Harness, HarnessError, HarnessInner, storage_error};
-use crate::event::{
-    AgentEndReason, HarnessEvent, HarnessMessage, MessagePart, MessageRole, StopReason,
-};
-use crate::kernel::{FinishedCall, KernelEvent, OpenTasks, RunInput, SessionSource};
+use crate::event::{AgentEndReason, HarnessEvent};
+use crate::kernel::{OpenTasks, RunInput, SessionSource};
 use crate::protocol::ErrorCode;
-use crate::store::{StoredMessage, WriteOp, metadata};
+use crate::store::{ThreadVersion, metadata};
 use crate::task::TaskBoard;
-use harness_tags::util::{lock, unix_ms};
+use harness_tags::util::lock;
 use std::collections::VecDeque;
 
 /// How a run went.
@@ -157,16 +157,16 @@ impl HarnessInner {
         runs.active = Some(ActiveRun {
             abort: abort.clone(),
         });
-        drop(runs);
         let (reply, done) = oneshot::channel();
-        let harness = Arc::clone(self);
-        tokio::spawn(harness.drive(
+        runs.starting = Some((
             Queued {
                 content,
                 reply: Some(reply),
             },
             abort,
         ));
+        drop(runs);
+        self.runner.wake(self);
         Ok(Started::Running(done))
     }
 
@@ -176,6 +176,7 @@ impl HarnessInner {
         while let Some((queued, abort)) = next.take() {
             let run = AssertUnwindSafe(self.run_once(queued.content, abort)).catch_unwind();
             let summary = run.await.unwrap_or_else(|panic| {
+                self.queue.reset();
                 let error = harness_tags::TagError::from_panic(&*panic);
                 self.emit(HarnessEvent::Error {
                     error: format!("the run crashed: {error}"),
@@ -229,8 +230,8 @@ impl HarnessInner {
     }
 
     async fn run_once(self: &Arc<Self>, content: String, abort: CancellationToken) -> RunSummary {
-        let thread = match self.ensure_thread().await {
-            Ok(thread) => thread,
+        let (thread_id, resource_id) = match self.ensure_thread().await {
+            Ok(ids) => ids,
             Err(error) => return self.refuse(error),
         };
         let mode_id = self.session.mode_id();
@@ -247,8 +248,8 @@ impl HarnessInner {
             Ok(model) => model,
             Err(error) => return self.refuse(error),
         };
-        let history = match self.store.messages(&thread.id).await {
-            Ok(messages) => messages.into_iter().map(|m| m.message).collect(),
+        let conversation = match self.take_conversation(&thread_id).await {
+            Ok(conversation) => conversation,
             Err(error) => return self.refuse(error),
         };
         let run_id = self.new_id();
@@ -257,61 +258,75 @@ impl HarnessInner {
             run_id: run_id.clone(),
         });
 
-        let (events, queue) = mpsc::unbounded_channel();
-        let recorder = Recorder {
-            harness: Arc::clone(self),
-            thread_id: thread.id.clone(),
-            run_id: run_id.clone(),
-            mode_id: mode_id.clone(),
-            model_id: model_id.to_string(),
-            usage_before: self.session.token_usage(),
-            abort: abort.clone(),
-            streaming: None,
-        };
-        let recording = tokio::spawn(recorder.record(queue));
-        *lock(&self.recorder) = Some(events.clone());
+        let recorder = Recorder::new(
+            Arc::clone(self),
+            RunScope {
+                thread_id: thread_id.clone(),
+                run_id: run_id.clone(),
+                mode_id: mode_id.clone(),
+                model_id: model_id.to_string(),
+                usage_before: self.session.token_usage(),
+                abort: abort.clone(),
+            },
+        );
+        self.queue.start();
+        let before = conversation.messages.len();
+        let observer = Arc::clone(self);
         let input = RunInput::message(KernelMessage::user(content))
-            .history(history)
+            // The run holds the only reference: the kernel appends in place.
+            .history(conversation.messages)
             .run_id(run_id.clone())
-            .thread(thread.id.as_str(), thread.resource_id.as_str())
+            .thread(thread_id.as_str(), resource_id)
             .mode(mode_id.as_str())
             .model(model)
             .abort(abort)
             .channel(Arc::new(SessionChannel::new(Arc::clone(self))))
             // Queued, so that the run never waits for the store or a listener.
             .observer(Arc::new(move |event| {
-                let _ = events.send(Recorded::Kernel(event));
+                let _ = observer.queue.send(Recorded::Kernel(event));
             }))
             .tasks(Arc::new(OpenTaskList(self.session.tasks())))
             .session(Arc::clone(self) as Arc<dyn SessionSource>);
-        let result = kernels.main.run(input).await;
-        // The sender stays in the slot until everything is stored, so that a plugin's
-        // `flush_messages` in the meantime still waits for the run's last messages.
-        let sender = lock(&self.recorder).clone();
-        if let Some(sender) = sender {
-            let _ = sender.send(Recorded::End);
+        // The recorder takes the run's events as they come, in this task, and ends once the
+        // run ended and everything it queued is stored; until then a plugin's
+        // `flush_messages` still waits for the run's last messages.
+        let (result, recording) = tokio::join!(
+            async {
+                let result = kernels.main.run(input).await;
+                self.queue.end();
+                result
+            },
+            recorder.record(&self.queue),
+        );
+        // The conversation the run ended with is the stored one if every message it added
+        // was stored: the next run starts from it.
+        let added = result.state.messages.len().saturating_sub(before) as u64;
+        if recording.failed.is_none() && recording.stored == added {
+            self.keep_conversation(Conversation {
+                thread_id,
+                version: ThreadVersion {
+                    messages: conversation.version.messages + added,
+                    ..conversation.version
+                },
+                messages: Arc::clone(&result.state.messages),
+            });
         }
-        let _ = recording.await;
-        lock(&self.recorder).take();
-        if let Err(error) = self
-            .update_metadata(|meta| {
-                meta.insert(
-                    metadata::TASKS.into(),
-                    serde_json::to_value(self.session.tasks.tasks()).unwrap_or(Value::Null),
-                );
-            })
-            .await
-        {
-            self.emit(storage_error(&error));
-        }
+        self.save_tasks().await;
 
-        let reason = match result.outcome {
+        // A run whose messages could not be stored failed, whatever the model did.
+        let (outcome, error) = match recording.failed {
+            Some(error) => (RunOutcome::Error, Some(error)),
+            None => (
+                result.outcome,
+                result.error.as_ref().map(ToString::to_string),
+            ),
+        };
+        let reason = match outcome {
             RunOutcome::Complete | RunOutcome::MaxSteps => AgentEndReason::Complete,
             RunOutcome::Aborted => AgentEndReason::Aborted,
             RunOutcome::Error => AgentEndReason::Error,
             RunOutcome::Suspended => AgentEndReason::Suspended,
         };
-        let error = result.error.as_ref().map(ToString::to_string);
         self.emit(HarnessEvent::AgentEnd {
             run_id: run_id.clone(),
             reason,
@@ -320,10 +335,32 @@ impl HarnessInner {
         self.session.set_run(None);
         RunSummary {
             run_id,
-            outcome: result.outcome,
+            outcome,
             final_text: result.final_text,
             error,
             usage: result.usage,
+        }
+    }
+
+    /// Saves the task list with the thread, if it changed.
+    async fn save_tasks(&self) {
+        let tasks = serde_json::to_value(self.session.tasks.tasks()).unwrap_or(Value::Null);
+        let unchanged = lock(&self.session.thread).as_ref().is_some_and(|thread| {
+            match thread.metadata.get(metadata::TASKS) {
+                Some(saved) => *saved == tasks,
+                None => tasks.as_array().is_some_and(Vec::is_empty),
+            }
+        });
+        if unchanged {
+            return;
+        }
+        if let Err(error) = self
+            .update_metadata(|meta| {
+                meta.insert(metadata::TASKS.into(), tasks);
+            })
+            .await
+        {
+            self.emit(storage_error(&error));
         }
     }
 
@@ -344,26 +381,16 @@ impl HarnessInner {
     /// output after its start, an approval after the text that led to it); at once without a
     /// run.
     pub(crate) fn emit_in_order(&self, event: HarnessEvent) {
-        let Some(sender) = lock(&self.recorder).clone() else {
-            self.emit(event);
-            return;
-        };
-        // The recorder stopped (on a storage error): publish at once rather than lose it.
-        if let Err(mpsc::error::SendError(Recorded::Event(event))) =
-            sender.send(Recorded::Event(event))
-        {
+        if let Err(Recorded::Event(event)) = self.queue.send(Recorded::Event(event)) {
             self.emit(event);
         }
     }
 
     /// Waits until everything the active run produced so far is stored (no-op without a run).
     pub(crate) async fn flush_recorder(&self) {
-        let sender = lock(&self.recorder).clone();
-        if let Some(sender) = sender {
-            let (done, flushed) = oneshot::channel();
-            if sender.send(Recorded::Flush(done)).is_ok() {
-                let _ = flushed.await;
-            }
+        let (done, flushed) = oneshot::channel();
+        if self.queue.send(Recorded::Flush(done)).is_ok() {
+            let _ = flushed.await;
         }
     }
 }
@@ -380,7 +407,67 @@ impl OpenTasks for OpenTaskList {
 #[derive(Default)]
 pub(crate) struct RunSlot {
     pub(crate) active: Option<ActiveRun>,
+    /// The message that started the active run, until the runner takes it.
+    pub(crate) starting: Option<(Queued, CancellationToken)>,
     pub(crate) queue: VecDeque<Queued>,
+}
+
+/// The harness's runner: one task that runs its messages, one at a time, for as long as the
+/// harness lives (a task per message would allocate the whole run's state anew each time).
+/// It is spawned by the first message and by a message that finds it gone (its runtime shut
+/// down), and ends once the harness is dropped.
+#[derive(Default)]
+pub(crate) struct Runner {
+    wake: Arc<Notify>,
+    alive: Arc<AtomicBool>,
+}
+
+impl Runner {
+    /// Gets the runner to the message in the run slot.
+    fn wake(&self, harness: &Arc<HarnessInner>) {
+        if self.alive.swap(true, Ordering::AcqRel) {
+            self.wake.notify_one();
+            return;
+        }
+        tokio::spawn(run_messages(
+            Arc::downgrade(harness),
+            Arc::clone(&self.wake),
+            Alive(Arc::clone(&self.alive)),
+        ));
+    }
+
+    /// The harness is gone: the runner ends.
+    pub(crate) fn stop(&self) {
+        self.wake.notify_one();
+    }
+}
+
+/// Clears the runner's flag when its task ends (the harness is gone, or the runtime shut
+/// down), so that the next message spawns another.
+struct Alive(Arc<AtomicBool>);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// The runner's task: holds the harness only while it runs a message.
+async fn run_messages(harness: Weak<HarnessInner>, wake: Arc<Notify>, _alive: Alive) {
+    loop {
+        let Some(inner) = harness.upgrade() else {
+            return;
+        };
+        let starting = lock(&inner.session.runs).starting.take();
+        match starting {
+            Some((queued, abort)) => inner.drive(queued, abort).await,
+            None => {
+                drop(inner);
+                // A wake-up between the look and the wait is kept as a permit.
+                wake.notified().await;
+            }
+        }
+    }
 }
 
 impl RunSlot {
@@ -405,284 +492,4 @@ pub(crate) struct ActiveRun {
 pub(crate) struct Queued {
     pub(crate) content: String,
     pub(crate) reply: Option<oneshot::Sender<RunSummary>>,
-}
-
-/// What the recorder handles, in order: the run's kernel events, and what the harness slots
-/// in among them.
-pub(crate) enum Recorded {
-    Kernel(KernelEvent),
-    Flush(oneshot::Sender<()>),
-    /// A harness event (an approval, a question, tool progress, the task list) published in
-    /// its place among the run's events.
-    Event(HarnessEvent),
-    /// The run ended: the recorder takes nothing new and ends once what is queued is done.
-    End,
-}
-
-/// Stores a run's messages in order and publishes its events. A message is announced
-/// (`message_end`) only once it is stored, so an acknowledged message survives a crash.
-struct Recorder {
-    harness: Arc<HarnessInner>,
-    thread_id: String,
-    run_id: String,
-    mode_id: String,
-    model_id: String,
-    usage_before: Usage,
-    abort: CancellationToken,
-    streaming: Option<HarnessMessage>,
-}
-
-impl Recorder {
-    async fn record(mut self, mut queue: mpsc::UnboundedReceiver<Recorded>) {
-        while let Some(item) = queue.recv().await {
-            match item {
-                Recorded::Kernel(event) => self.kernel_event(event).await,
-                Recorded::Flush(done) => {
-                    let _ = done.send(());
-                }
-                Recorded::Event(event) => self.harness.emit(event),
-                // Later sends fail, and their senders fall back (see `emit_in_order`).
-                Recorded::End => queue.close(),
-            }
-        }
-    }
-
-    async fn kernel_event(&mut self, event: KernelEvent) {
-        match event {
-            KernelEvent::MessageAdded { message } => self.store(message).await,
-            KernelEvent::TextDelta { text } => self.stream(text, false),
-            KernelEvent::ThinkingDelta { text } => self.stream(text, true),
-            KernelEvent::ToolInputStarted { call_id, tool_name } => {
-                self.harness.emit(HarnessEvent::ToolInputStart {
-                    tool_call_id: call_id,
-                    tool_name,
-                })
-            }
-            KernelEvent::ToolInputDelta { call_id, delta } => {
-                self.harness.emit(HarnessEvent::ToolInputDelta {
-                    tool_call_id: call_id,
-                    args_text_delta: delta,
-                })
-            }
-            KernelEvent::ToolInputEnded { call_id } => {
-                self.harness.emit(HarnessEvent::ToolInputEnd {
-                    tool_call_id: call_id,
-                })
-            }
-            KernelEvent::ToolStarted { call } => {
-                let category = self.harness.category(&call.name);
-                self.harness.emit(HarnessEvent::ToolStart {
-                    tool_call_id: call.id,
-                    tool_name: call.name,
-                    args: call.arguments,
-                    category,
-                });
-            }
-            KernelEvent::ToolFinished(finished) => self.tool_end(finished).await,
-            KernelEvent::Usage { usage } => self.usage(usage).await,
-            KernelEvent::ModelRetry {
-                attempt,
-                error,
-                wait,
-            } => self.harness.emit(HarnessEvent::Info {
-                message: format!(
-                    "model call attempt {attempt} failed ({error}); retrying in {} ms",
-                    wait.as_millis()
-                ),
-            }),
-            _ => {}
-        }
-    }
-
-    fn stream(&mut self, delta: String, thinking: bool) {
-        let message = self.streaming.get_or_insert_with(|| HarnessMessage {
-            id: self.harness.new_id(),
-            role: MessageRole::Assistant,
-            content: Vec::new(),
-            created_at: unix_ms(),
-            stop_reason: None,
-            error_message: None,
-        });
-        let started = message.content.is_empty();
-        match (message.content.last_mut(), thinking) {
-            (Some(MessagePart::Thinking { text }), true)
-            | (Some(MessagePart::Text { text }), false) => text.push_str(&delta),
-            (_, true) => message.content.push(MessagePart::Thinking { text: delta }),
-            (_, false) => message.content.push(MessagePart::Text { text: delta }),
-        }
-        let message = Arc::new(message.clone());
-        if started {
-            self.harness.emit(HarnessEvent::MessageStart { message });
-        } else {
-            self.harness.emit(HarnessEvent::MessageUpdate { message });
-        }
-    }
-
-    async fn store(&mut self, message: KernelMessage) {
-        let streamed = matches!(message, KernelMessage::Assistant { .. })
-            .then(|| self.streaming.take())
-            .flatten();
-        let id = streamed
-            .as_ref()
-            .map(|m| m.id.clone())
-            .unwrap_or_else(|| self.harness.new_id());
-        let created_at = streamed
-            .as_ref()
-            .map(|m| m.created_at)
-            .unwrap_or_else(unix_ms);
-        let stored = StoredMessage {
-            id,
-            thread_id: self.thread_id.clone(),
-            created_at,
-            run_id: Some(self.run_id.clone()),
-            message,
-        };
-        let write = WriteOp::AppendMessages {
-            thread_id: self.thread_id.clone(),
-            messages: vec![stored.clone()],
-        };
-        if let Err(error) = self.harness.store.write(vec![write]).await {
-            // Going on would lose the conversation: stop the run instead.
-            self.harness.emit(storage_error(&error));
-            self.abort.cancel();
-            return;
-        }
-        let Some(message) = harness_message(&stored).map(Arc::new) else {
-            return;
-        };
-        if streamed.is_none() {
-            self.harness.emit(HarnessEvent::MessageStart {
-                message: message.clone(),
-            });
-        }
-        self.harness.emit(HarnessEvent::MessageEnd { message });
-    }
-
-    async fn tool_end(&self, finished: FinishedCall) {
-        let FinishedCall {
-            call_id,
-            tool_name,
-            content,
-            output,
-            is_error,
-            healed,
-            duration_ms,
-        } = finished;
-        let ctx = ToolResultCtx {
-            base: BaseCtx {
-                run_id: Arc::from(self.run_id.as_str()),
-                thread_id: Some(Arc::from(self.thread_id.as_str())),
-                resource_id: Some(Arc::from(self.harness.session.resource_id())),
-                mode_id: Some(Arc::from(self.mode_id.as_str())),
-                model_id: Arc::from(self.model_id.as_str()),
-                phase: harness_tags::Phase::Act,
-                ..BaseCtx::default()
-            },
-            tool_name: tool_name.clone(),
-            call_id: call_id.clone(),
-            healed,
-            duration_ms,
-        };
-        let shown = DisplayToolResult {
-            tool_call_id: call_id.clone(),
-            tool_name,
-            content,
-            tool_output: output,
-            is_error,
-        };
-        // A display handler that fails closed must not leak the raw result to the UI.
-        let shown = match self
-            .harness
-            .pipeline
-            .emit::<DisplayToolResultTag>(shown, &ctx)
-            .await
-        {
-            Ok(outcome) => outcome.into_payload().map(|s| s.content),
-            Err(_) => None,
-        }
-        .unwrap_or_else(|| "[hidden: the display handler failed]".to_owned());
-        self.harness.emit(HarnessEvent::ToolEnd {
-            tool_call_id: call_id,
-            result: shown,
-            is_error,
-        });
-    }
-
-    async fn usage(&self, run_usage: Usage) {
-        let mut total = self.usage_before;
-        total += &run_usage;
-        *lock(&self.harness.session.usage) = total;
-        let saved = serde_json::to_value(total).unwrap_or(Value::Null);
-        // Announced once stored, like messages, so that what a UI saw survives a crash.
-        if let Err(error) = self
-            .harness
-            .update_metadata(|meta| {
-                meta.insert(metadata::TOKEN_USAGE.into(), saved);
-            })
-            .await
-        {
-            self.harness.emit(storage_error(&error));
-        }
-        self.harness
-            .emit(HarnessEvent::UsageUpdate { usage: total });
-    }
-}
-
-/// How a stored message looks to user interfaces (tool results are shown through tool events).
-fn harness_message(stored: &StoredMessage) -> Option<HarnessMessage> {
-    let (role, content, stop_reason) = match &stored.message {
-        KernelMessage::User { content } => (
-            MessageRole::User,
-            vec![MessagePart::Text {
-                text: content.clone(),
-            }],
-            None,
-        ),
-        KernelMessage::System { content } => (
-            MessageRole::System,
-            vec![MessagePart::SystemReminder {
-                text: content.clone(),
-            }],
-            None,
-        ),
-        KernelMessage::Assistant {
-            content,
-            tool_calls,
-            thinking,
-        } => {
-            let mut parts = Vec::new();
-            if let Some(thinking) = thinking.as_ref().filter(|t| !t.text.is_empty()) {
-                parts.push(MessagePart::Thinking {
-                    text: thinking.text.clone(),
-                });
-            }
-            if !content.is_empty() {
-                parts.push(MessagePart::Text {
-                    text: content.clone(),
-                });
-            }
-            for call in tool_calls {
-                parts.push(MessagePart::ToolCall {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    args: call.arguments.clone(),
-                });
-            }
-            let stop = if tool_calls.is_empty() {
-                StopReason::Complete
-            } else {
-                StopReason::ToolUse
-            };
-            (MessageRole::Assistant, parts, Some(stop))
-        }
-        KernelMessage::ToolResult { .. } => return None,
-    };
-    Some(HarnessMessage {
-        id: stored.id.clone(),
-        role,
-        content,
-        created_at: stored.created_at,
-        stop_reason,
-        error_message: None,
-    })
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::channel::PendingAnswer;
+use super::conversation::Conversation;
 use super::runs::RunSlot;
 use crate::model::ModelId;
 use crate::store::ThreadRecord;
@@ -48,6 +49,8 @@ pub struct Session {
     pub(crate) plan_approved: Mutex<bool>,
     /// The bound thread and the active run, stamped on every event the harness publishes.
     pub(crate) scope: Mutex<EventScope>,
+    /// The bound thread's conversation between runs (see `conversation.rs`).
+    pub(crate) conversation: Mutex<Option<Conversation>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -84,6 +87,7 @@ impl Session {
             tasks: Arc::new(TaskBoard::new()),
             plan_approved: Mutex::new(false),
             scope: Mutex::new(EventScope::default()),
+            conversation: Mutex::new(None),
         }
     }
 
@@ -174,12 +178,18 @@ impl Session {
     /// Binds a thread: its record, and the scope of the events that follow.
     pub(crate) fn bind_thread(&self, record: ThreadRecord) {
         lock(&self.scope).thread_id = Some(Arc::from(record.id.as_str()));
-        *lock(&self.thread) = Some(record);
+        let mut thread = lock(&self.thread);
+        if thread.as_ref().is_none_or(|bound| bound.id != record.id) {
+            lock(&self.conversation).take();
+        }
+        *thread = Some(record);
     }
 
     pub(crate) fn unbind_thread(&self) {
         lock(&self.scope).thread_id = None;
-        *lock(&self.thread) = None;
+        let mut thread = lock(&self.thread);
+        lock(&self.conversation).take();
+        *thread = None;
     }
 
     /// Marks the events that follow as part of `run_id` (`None`: of no run).

@@ -274,7 +274,7 @@ impl HarnessInner {
                 let Some(kernels) = self.kernels.get(&mode) else {
                     return Err(ToolError::new(format!("mode `{mode}` has no kernel")));
                 };
-                let history = self
+                let history: Vec<KernelMessage> = self
                     .store
                     .messages(fork)
                     .await
@@ -438,7 +438,7 @@ impl SubagentRecorder {
                         });
                     }
                 }
-                KernelEvent::TextDelta { text } => {
+                KernelEvent::TextDelta { text, .. } => {
                     self.harness.emit(HarnessEvent::SubagentTextDelta {
                         tool_call_id: self.tool_call_id.clone(),
                         agent_type: self.agent_type.clone(),

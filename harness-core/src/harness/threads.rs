@@ -182,11 +182,18 @@ impl HarnessInner {
         }
     }
 
-    /// The bound thread, or the one `select_or_create_thread` picks.
-    pub(crate) async fn ensure_thread(&self) -> Result<ThreadRecord, HarnessError> {
-        match self.session.thread() {
-            Some(thread) => Ok(thread),
-            None => self.select_or_create_thread().await,
+    /// The bound thread's id and resource, or those of the thread `select_or_create_thread`
+    /// picks.
+    pub(crate) async fn ensure_thread(&self) -> Result<(String, String), HarnessError> {
+        let bound = lock(&self.session.thread)
+            .as_ref()
+            .map(|thread| (thread.id.clone(), thread.resource_id.clone()));
+        match bound {
+            Some(ids) => Ok(ids),
+            None => self
+                .select_or_create_thread()
+                .await
+                .map(|thread| (thread.id, thread.resource_id)),
         }
     }
 
@@ -335,15 +342,7 @@ impl HarnessInner {
         change: impl FnOnce(&mut ThreadRecord),
     ) -> Result<(), HarnessError> {
         let _serial = self.metadata_writes.lock().await;
-        let bound = self.session.thread().filter(|t| t.id == thread_id);
-        let mut record = match bound {
-            Some(record) => record,
-            None => self
-                .store
-                .thread(thread_id)
-                .await?
-                .ok_or_else(|| HarnessError::ThreadNotFound(thread_id.to_owned()))?,
-        };
+        let mut record = self.current_record(thread_id).await?;
         change(&mut record);
         record.updated_at = unix_ms().max(record.updated_at);
         self.store
@@ -354,6 +353,48 @@ impl HarnessInner {
             *bound = Some(record);
         }
         Ok(())
+    }
+
+    /// Applies `ops` and a change to a thread's record in one atomic write (a run's messages
+    /// with its token usage), serialized with the other changes of the record. The change is
+    /// made to the copy that is written, then, once it is stored, to the bound record.
+    pub(crate) async fn write_with_record(
+        &self,
+        thread_id: &str,
+        mut ops: Vec<WriteOp>,
+        change: impl Fn(&mut ThreadRecord),
+    ) -> Result<(), HarnessError> {
+        let _serial = self.metadata_writes.lock().await;
+        let mut record = self.current_record(thread_id).await?;
+        change(&mut record);
+        let updated_at = unix_ms().max(record.updated_at);
+        record.updated_at = updated_at;
+        ops.push(WriteOp::UpdateThread(record));
+        self.store.write(ops).await?;
+        if let Some(bound) = lock(&self.session.thread)
+            .as_mut()
+            .filter(|bound| bound.id == thread_id)
+        {
+            change(bound);
+            bound.updated_at = updated_at;
+        }
+        Ok(())
+    }
+
+    /// A thread's record: the bound one, or the store's.
+    async fn current_record(&self, thread_id: &str) -> Result<ThreadRecord, HarnessError> {
+        let bound = lock(&self.session.thread)
+            .as_ref()
+            .filter(|bound| bound.id == thread_id)
+            .cloned();
+        match bound {
+            Some(record) => Ok(record),
+            None => self
+                .store
+                .thread(thread_id)
+                .await?
+                .ok_or_else(|| HarnessError::ThreadNotFound(thread_id.to_owned())),
+        }
     }
 
     /// Changes the bound thread's metadata (no error without a bound thread: nothing to save).

@@ -457,7 +457,7 @@ impl Kernel {
 #[derive(Clone)]
 pub struct RunInput {
     pub(crate) message: KernelMessage,
-    pub(crate) history: Vec<KernelMessage>,
+    pub(crate) history: Arc<Vec<KernelMessage>>,
     pub(crate) run_id: Option<String>,
     pub(crate) thread_id: Option<Arc<str>>,
     pub(crate) resource_id: Option<Arc<str>>,
@@ -490,7 +490,7 @@ impl RunInput {
     pub fn message(message: KernelMessage) -> Self {
         RunInput {
             message,
-            history: Vec::new(),
+            history: Arc::default(),
             run_id: None,
             thread_id: None,
             resource_id: None,
@@ -504,9 +504,11 @@ impl RunInput {
         }
     }
 
-    /// The conversation before this message.
-    pub fn history(mut self, history: Vec<KernelMessage>) -> Self {
-        self.history = history;
+    /// The conversation before this message. Pass a shared `Arc` to keep it between runs
+    /// without copying: the run appends to it in place when it holds the only reference
+    /// (copying it once otherwise), and [`RunResult::state`] holds the whole conversation.
+    pub fn history(mut self, history: impl Into<Arc<Vec<KernelMessage>>>) -> Self {
+        self.history = history.into();
         self
     }
 
@@ -635,13 +637,18 @@ pub enum KernelEvent {
         /// The message, as the model will see it.
         message: KernelMessage,
     },
-    /// More answer text streamed in.
+    /// More answer text streamed in (after `message.text-delta` handlers).
     TextDelta {
+        /// The message it belongs to: one per model call attempt, the id of the assistant
+        /// message the call produces.
+        message_id: Arc<str>,
         /// The new text.
         text: String,
     },
-    /// More reasoning text streamed in.
+    /// More reasoning text streamed in (after `message.text-delta` handlers).
     ThinkingDelta {
+        /// The message it belongs to (as for [`KernelEvent::TextDelta`]).
+        message_id: Arc<str>,
         /// The new text.
         text: String,
     },
@@ -652,7 +659,7 @@ pub enum KernelEvent {
         /// The tool's name.
         tool_name: String,
     },
-    /// More of a tool call's arguments streamed in.
+    /// More of a tool call's arguments streamed in (after `message.text-delta` handlers).
     ToolInputDelta {
         /// The call's id.
         call_id: String,

@@ -422,10 +422,11 @@ impl fmt::Debug for RegisteredTool {
 }
 
 /// The tools a run can call, by name, with their specs and compiled input validators.
+/// Cheap to clone (shared; every run starts from its kernel's registry).
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: Vec<RegisteredTool>,
-    by_name: HashMap<String, usize>,
+    tools: Arc<Vec<RegisteredTool>>,
+    by_name: Arc<HashMap<String, usize>>,
     specs: Arc<[ToolSpec]>,
 }
 
@@ -462,8 +463,8 @@ impl ToolRegistry {
                 message: error.to_string(),
             }
         })?;
-        self.by_name.insert(name, self.tools.len());
-        self.tools.push(RegisteredTool {
+        Arc::make_mut(&mut self.by_name).insert(name, self.tools.len());
+        Arc::make_mut(&mut self.tools).push(RegisteredTool {
             tool,
             validator: Arc::new(validator),
         });
@@ -516,8 +517,8 @@ impl ToolRegistry {
                 taken.push(name.to_owned());
                 continue;
             }
-            self.by_name.insert(name.to_owned(), self.tools.len());
-            self.tools.push(added.clone());
+            Arc::make_mut(&mut self.by_name).insert(name.to_owned(), self.tools.len());
+            Arc::make_mut(&mut self.tools).push(added.clone());
             specs.push(spec.clone());
         }
         self.specs = specs.into();
@@ -529,8 +530,8 @@ impl ToolRegistry {
         let mut subset = ToolRegistry::new();
         for name in names {
             if let Some(found) = self.get(name) {
-                subset.by_name.insert(name.to_owned(), subset.tools.len());
-                subset.tools.push(found.clone());
+                Arc::make_mut(&mut subset.by_name).insert(name.to_owned(), subset.tools.len());
+                Arc::make_mut(&mut subset.tools).push(found.clone());
             }
         }
         subset.specs = subset

@@ -4,12 +4,15 @@
 //!
 //! One binary for every integration test of the crate, so that linking stays cheap.
 
+mod allocations;
 mod display_reducer;
 mod display_scheduler;
 mod event_bus;
 mod harness_approvals;
+mod harness_conversation;
 mod harness_event_order;
 mod harness_flow;
+mod harness_streaming;
 mod harness_subagents;
 mod harness_threads;
 mod healing;
@@ -17,3 +20,6 @@ mod json_repair;
 mod run_failure;
 mod tasks;
 mod tool_registry;
+
+#[global_allocator]
+static ALLOCATOR: allocations::CountingAllocator = allocations::CountingAllocator;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use harness_protocol::{
     AgentEndReason, DisplayState, HarnessEvent, HarnessMessage, MessageRole, ModelScope,
-    OmProgress, OmRole, OmTrigger, OutputStream, TaskItem, TaskStatus, ThreadInfo,
+    OmProgress, OmRole, OmTrigger, OutputStream, PartKind, TaskItem, TaskStatus, ThreadInfo,
 };
 use harness_tags::{ToolCategory, Usage};
 use serde_json::{Value, json};
@@ -62,6 +62,12 @@ pub(crate) fn one_of_each() -> Vec<HarnessEvent> {
         },
         HarnessEvent::MessageUpdate {
             message: Arc::clone(&message),
+        },
+        HarnessEvent::MessageDelta {
+            message_id: "m1".into(),
+            part: 0,
+            kind: PartKind::Text,
+            delta: text("more"),
         },
         HarnessEvent::MessageEnd { message },
         HarnessEvent::ToolStart {

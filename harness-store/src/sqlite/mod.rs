@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use harness_tags::KernelMessage;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
@@ -40,7 +40,7 @@ use crate::sqlite::schema::too_new;
 use crate::sqlite::writer::Op;
 use crate::sqlite::writer::Request;
 use crate::sqlite::writer::Writer;
-use crate::{Record, Store, StoreError, StoredMessage, ThreadRecord, WriteOp};
+use crate::{Record, Store, StoreError, StoredMessage, ThreadRecord, ThreadVersion, WriteOp};
 
 /// Prepared statements kept per connection (the writer uses about 20).
 const STATEMENT_CACHE: usize = 32;
@@ -149,7 +149,11 @@ impl SqliteOptions {
 /// # Reads
 /// Reads run on separate read-only connections (WAL lets them read while the writer
 /// writes), kept in a small pool and used from `tokio::task::spawn_blocking`. A read sees
-/// every write acknowledged before it started.
+/// every write acknowledged before it started. [`Store::thread_version`], two b-tree
+/// lookups that a harness makes before every run, runs on the calling thread instead, on the
+/// write connection when no write holds it (its cache has the pages the last writes changed;
+/// handing the read to a thread and back cost more than the read); it never waits for a lock
+/// there, and goes the usual way when the connection is taken or the file is locked.
 ///
 /// # Schema
 /// Tables `threads`, `messages`, `records`, and `harness_schema` (one row per applied
@@ -363,6 +367,23 @@ impl SqliteStore {
     }
 }
 
+/// A thread's key and its last message's key (see [`Store::thread_version`] for SQLite).
+fn version_keys(conn: &Connection, thread_id: &str) -> rusqlite::Result<Option<ThreadVersion>> {
+    // Two descents of b-trees, whatever the thread's length: places count from 1 with no
+    // gaps (messages are never removed alone), so the last place is the count.
+    let mut statement = conn.prepare_cached(
+        "SELECT t.key, (SELECT m.key FROM messages AS m WHERE m.key BETWEEN t.key << 32 AND \
+         (t.key << 32) + 0xFFFFFFFF ORDER BY m.key DESC LIMIT 1) FROM threads AS t WHERE t.id = ?1",
+    )?;
+    let found: Option<(i64, Option<i64>)> = statement
+        .query_row([thread_id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    Ok(found.map(|(thread, last)| ThreadVersion {
+        generation: thread as u64,
+        messages: last.map_or(0, |key| (key & 0xFFFF_FFFF) as u64),
+    }))
+}
+
 impl Shared {
     fn pool(&self) -> MutexGuard<'_, Vec<Connection>> {
         // The pool is only pushed to and popped from: a poisoned lock guards a valid list.
@@ -556,6 +577,26 @@ impl Store for SqliteStore {
                     id,
                 }))
             })
+        })
+        .await
+    }
+
+    async fn thread_version(&self, thread_id: &str) -> Result<Option<ThreadVersion>, StoreError> {
+        // On the calling thread when the write connection is free: two b-tree lookups on
+        // pages it wrote last cost less than handing the read to a thread and back.
+        let now = self
+            .shared
+            .writer
+            .read_now(|conn| version_keys(conn, thread_id));
+        match now {
+            Some(Err(error))
+                if error.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {}
+            Some(result) => return result.map_err(|error| sql_error(&self.shared.path, error)),
+            None => {}
+        }
+        let thread_id = thread_id.to_owned();
+        self.read(move |conn, path| {
+            version_keys(conn, &thread_id).map_err(|error| sql_error(path, error))
         })
         .await
     }

@@ -218,22 +218,54 @@ impl Writer {
         }
     }
 
-    /// Commits `group` in one transaction and answers its callers. Without `wait`, gives
-    /// the group back untouched if another connection holds the file's write lock.
-    fn commit(&self, group: Vec<Request>, wait: bool) -> Result<(), Vec<Request>> {
+    /// Runs a read on the write connection, on the calling thread, if no one holds the lease
+    /// (`None` otherwise): the writer wrote the pages a harness reads back most, so its cache
+    /// has them. It never waits for another process's lock (a busy file is an error the
+    /// caller can read past).
+    pub(super) fn read_now<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Option<rusqlite::Result<T>> {
+        {
+            let mut queue = self.queue();
+            if queue.busy {
+                return None;
+            }
+            queue.busy = true;
+        }
+        let lease = Lease { writer: self };
         let mut guard = self.conn();
-        let write = &mut *guard;
+        let result = match self.set_waits(&mut guard, false) {
+            Ok(()) => read(&guard.conn),
+            Err(error) => Err(error),
+        };
+        drop(guard);
+        drop(lease);
+        Some(result)
+    }
+
+    /// Sets whether the connection waits for another process's lock.
+    fn set_waits(&self, write: &mut WriteConn, wait: bool) -> rusqlite::Result<()> {
         if write.waits != wait {
             let timeout = if wait {
                 self.busy_timeout
             } else {
                 Duration::ZERO
             };
-            if let Err(error) = write.conn.busy_timeout(timeout) {
-                answer(group, &Err(sql_error(&self.path, error)));
-                return Ok(());
-            }
+            write.conn.busy_timeout(timeout)?;
             write.waits = wait;
+        }
+        Ok(())
+    }
+
+    /// Commits `group` in one transaction and answers its callers. Without `wait`, gives
+    /// the group back untouched if another connection holds the file's write lock.
+    fn commit(&self, group: Vec<Request>, wait: bool) -> Result<(), Vec<Request>> {
+        let mut guard = self.conn();
+        let write = &mut *guard;
+        if let Err(error) = self.set_waits(write, wait) {
+            answer(group, &Err(sql_error(&self.path, error)));
+            return Ok(());
         }
         let conn = &write.conn;
         match begin(conn, &self.path) {

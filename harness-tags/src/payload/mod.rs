@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 mod mcp;
+mod stream;
 
 pub use mcp::{McpResourceInfo, McpToolAnnotations, McpToolInfo, McpToolList};
+pub use stream::{DeltaKind, OutputDelta, OutputStream, TextDelta};
 
 /// A message of the conversation the kernel keeps.
 ///
@@ -217,9 +219,9 @@ pub struct ModelRequest {
     /// The conversation, shared: the kernel hands its own to each request without copying it.
     /// A handler that changes it copies it first (`Arc::make_mut`), or builds a new one.
     pub messages: Arc<Vec<KernelMessage>>,
-    /// The tools offered.
+    /// The tools offered, shared: the kernel offers its tool list without copying it.
     #[serde(default)]
-    pub tools: Vec<ToolSpec>,
+    pub tools: Arc<[ToolSpec]>,
     /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,

@@ -4,6 +4,8 @@
 //! suppressible tags, what suppressing it means. `TAGS.md` at the repository root is generated
 //! from these declarations.
 
+use std::sync::Arc;
+
 use crate::Tag;
 use crate::context::{
     BaseCtx, McpCtx, MemoryCtx, ModelCtx, NudgeCtx, SubagentCtx, ThreadCtx, ToolCallCtx,
@@ -11,8 +13,9 @@ use crate::context::{
 };
 use crate::payload::{
     DisplayToolResult, GateVerdict, HealingReport, KernelMessage, LifecycleFailure, McpToolList,
-    MemoryContext, ModelRequest, ModelResponse, ObservationStep, RunEnd, RunStart,
-    StrategyEvaluation, SubagentResult, TerminateDecision, ThreadChange, ToolCall, ToolSpec,
+    MemoryContext, ModelRequest, ModelResponse, ObservationStep, OutputDelta, RunEnd, RunStart,
+    StrategyEvaluation, SubagentResult, TerminateDecision, TextDelta, ThreadChange, ToolCall,
+    ToolSpec,
 };
 
 /// Emitted when the kernel assembles the system prompt for a model call.
@@ -56,6 +59,22 @@ pub struct MessageToolResult;
 #[tag(name = "message.tool-error", phase = Act, payload = KernelMessage, ctx = ToolResultCtx)]
 pub struct MessageToolError;
 
+/// Emitted for each delta of text a model call streams (answer text, reasoning, a tool call's
+/// arguments), before any subscriber sees it.
+///
+/// - Emitted by: the kernel, in Think, as the model streams (only when a handler is
+///   registered), and once more with `end` set when a part ends (the stream switches between
+///   reasoning and text, a tool call's arguments are complete, the call ends), so that a
+///   handler that held text back can release it.
+/// - Result: the reshaped text is what subscribers see (`message_delta`, `tool_input_delta`,
+///   the display state, subagent text): a streaming redactor rewrites it here. The message
+///   the model call produces is assembled from what the model sent and goes through
+///   `message.assistant`.
+/// - Suppress: subscribers see nothing of this delta.
+#[derive(Tag, Clone, Copy, Debug)]
+#[tag(name = "message.text-delta", phase = Think, payload = TextDelta, ctx = ModelCtx, suppressible)]
+pub struct MessageTextDelta;
+
 /// Emitted when the model stopped because it reached its output token limit.
 ///
 /// - Emitted by: the kernel, in Think, when the finish reason is `length`.
@@ -94,8 +113,10 @@ pub struct ModelResponseTag;
 ///
 /// - Emitted by: the kernel, in Think, before the model call.
 /// - Result: the reshaped list is the list offered (permission plugins remove denied tools).
+///   The list is shared (`Arc<[ToolSpec]>`): a handler that leaves it as it is costs no copy;
+///   one that changes it builds a new list.
 #[derive(Tag, Clone, Copy, Debug)]
-#[tag(name = "tool.schema", phase = Think, payload = Vec<ToolSpec>, ctx = BaseCtx)]
+#[tag(name = "tool.schema", phase = Think, payload = Arc<[ToolSpec]>, ctx = BaseCtx)]
 pub struct ToolSchema;
 
 /// Emitted before a tool runs, after healing and before the permission gate.
@@ -276,6 +297,21 @@ pub struct DecisionTerminate;
 #[derive(Tag, Clone, Copy, Debug)]
 #[tag(name = "subagent.result", phase = Act, payload = SubagentResult, ctx = SubagentCtx)]
 pub struct SubagentResultTag;
+
+/// Emitted for each chunk of output a running tool reports (a command's stdout and stderr, a
+/// partial result), before it is published.
+///
+/// - Emitted by: the harness, in Act, for the progress a tool reports through its channel
+///   (`ToolContext::progress`), in order with the run's events; and, once the tool finished,
+///   with `end` set for each output stream it wrote to, so that a handler that held text back
+///   can release it. The context names the tool when the run started it (a subagent's tools
+///   have an empty name).
+/// - Result: the reshaped chunk is what user interfaces see (`shell_output`, `tool_update`,
+///   the display state); what the model sees is the tool's result (`message.tool-result`).
+/// - Suppress: the chunk is not shown.
+#[derive(Tag, Clone, Copy, Debug)]
+#[tag(name = "tool.output-delta", phase = Act, payload = OutputDelta, ctx = ToolCallCtx, suppressible)]
+pub struct ToolOutputDelta;
 
 /// Emitted with what user interfaces are shown for a tool result.
 ///

@@ -686,7 +686,7 @@ impl Engine {
             model: model_id.clone(),
             system: instructions.to_owned(),
             messages: Arc::new(vec![KernelMessage::user(input)]),
-            tools: Vec::new(),
+            tools: Arc::default(),
             temperature: Some(temperature),
             max_tokens: None,
         };

@@ -291,14 +291,14 @@ impl Plugin for Permissions {
             .fail_closed(),
         )
         .register(
-            on(ToolSchema, move |tools: &Vec<ToolSpec>, _: &BaseCtx| {
+            on(ToolSchema, move |tools: &Arc<[ToolSpec]>, _: &BaseCtx| {
                 let denied = |t: &ToolSpec| schema.rules.tools.get(&t.name) == Some(&Policy::Deny);
                 tools.iter().any(denied).then(|| {
                     tools
                         .iter()
                         .filter(|t| !denied(t))
                         .cloned()
-                        .collect::<Vec<_>>()
+                        .collect::<Arc<[_]>>()
                 })
             })
             .named("hide denied tools")

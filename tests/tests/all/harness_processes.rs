@@ -127,7 +127,7 @@ async fn converse(harness: &Harness) {
         HarnessEvent::UsageUpdate { usage } => {
             say(&format!("usage {}", serde_json::to_string(usage).unwrap()))
         }
-        HarnessEvent::MessageUpdate { .. } => say("streaming"),
+        HarnessEvent::MessageDelta { .. } => say("streaming"),
         _ => {}
     });
     let thread = harness.create_thread(Some("crash".into())).await.unwrap();

@@ -278,12 +278,12 @@ async fn tool_schema_is_the_list_offered() {
     let model = scripted([Scripted::text("ok")]);
     let calls = Calls::default();
     let pipeline = handlers(|c| {
-        c.on(ToolSchema, |tools: &Vec<ToolSpec>, _: &BaseCtx| {
+        c.on(ToolSchema, |tools: &Arc<[ToolSpec]>, _: &BaseCtx| {
             tools
                 .iter()
                 .filter(|t| t.name != "fail")
                 .cloned()
-                .collect::<Vec<_>>()
+                .collect::<Arc<[_]>>()
         })
     });
     let kernel = builder(&model, pipeline, &calls).build().unwrap();

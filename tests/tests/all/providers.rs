@@ -118,7 +118,7 @@ fn rich_request() -> ModelRequest {
             KernelMessage::tool_result("call_c", "read_file", "invalid arguments", true),
             KernelMessage::user("Summarize."),
         ]),
-        tools: vec![read_tool()],
+        tools: vec![read_tool()].into(),
         temperature: Some(0.5),
         max_tokens: Some(1000),
     }

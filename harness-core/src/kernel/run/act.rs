@@ -66,7 +66,7 @@ impl Run<'_> {
             for (index, call) in calls.iter().enumerate() {
                 match (prepared.get(index), executed.next().flatten()) {
                     (Some(prepared), Some(executed)) => {
-                        self.add_tool_result(prepared, executed).await
+                        self.add_tool_result(prepared, executed).await;
                     }
                     _ => {
                         let content = "Aborted by the user before the tool ran or finished.";
@@ -82,15 +82,16 @@ impl Run<'_> {
 
         let mut failures = Vec::new();
         for (prepared, executed) in prepared.iter().zip(executed) {
-            if executed.is_error {
-                failures.push(format!(
-                    "`{}` failed: {}",
-                    prepared.call.name, executed.content
-                ));
-            } else {
+            let failed = executed.is_error;
+            if !failed {
                 self.succeeded_tools.insert(prepared.call.name.clone());
             }
-            self.add_tool_result(prepared, executed).await;
+            // The failure is recorded with the error as `message.tool-error` left it (a
+            // redactor's work), never the tool's raw text.
+            let content = self.add_tool_result(prepared, executed).await;
+            if failed {
+                failures.push(format!("`{}` failed: {content}", prepared.call.name));
+            }
         }
         for nudge in nudges {
             self.add_message(nudge);
@@ -363,8 +364,13 @@ impl Run<'_> {
         }
     }
 
-    /// Adds a tool's result to the conversation and records it as a step.
-    pub(super) async fn add_tool_result(&mut self, prepared: &Prepared, executed: Executed) {
+    /// Adds a tool's result to the conversation and records it as a step; returns the text the
+    /// model sees (after `message.tool-result` / `message.tool-error` handlers).
+    pub(super) async fn add_tool_result(
+        &mut self,
+        prepared: &Prepared,
+        executed: Executed,
+    ) -> String {
         let call = &prepared.call;
         // The tool's own output is kept apart only when a handler may change what the model
         // sees; otherwise the two are the same text.
@@ -446,12 +452,13 @@ impl Run<'_> {
                 call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 output: output.unwrap_or_else(|| content.clone()),
-                content,
+                content: content.clone(),
                 is_error,
                 healed: prepared.healed,
                 duration_ms: executed.duration_ms,
             })
         });
+        content
     }
 }
 

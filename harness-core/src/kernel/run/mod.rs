@@ -6,6 +6,7 @@
 mod act;
 mod control;
 mod observe;
+mod stream;
 mod think;
 mod verify;
 
@@ -42,7 +43,7 @@ pub(crate) async fn run(kernel: &KernelInner, input: RunInput) -> RunResult {
                 run_id: input.run_id.unwrap_or_else(new_run_id),
                 outcome: RunOutcome::Error,
                 state: Arc::new(KernelState {
-                    messages: Arc::new(input.history),
+                    messages: input.history,
                     ..KernelState::default()
                 }),
                 final_text: None,
@@ -173,7 +174,7 @@ impl<'k> Run<'k> {
         };
         let model_id: Arc<str> = Arc::from(model.id().as_str());
         let state = Arc::new(KernelState {
-            messages: Arc::new(input.history),
+            messages: input.history,
             strategy: strategy_name.to_string(),
             ..KernelState::default()
         });

@@ -8,7 +8,7 @@ use harness_tags::{FailureReason, ModelCtx, ModelRequest, ModelResponse, Phase};
 
 use crate::kernel::state::{Transition, apply};
 use crate::kernel::{KernelError, KernelEvent};
-use crate::model::{ModelError, ResponseAssembler, StreamEvent};
+use crate::model::{ModelError, ResponseAssembler};
 
 use super::{Decision, End, Run};
 
@@ -37,7 +37,7 @@ impl Run<'_> {
         let tools = match self
             .kernel
             .pipeline
-            .emit::<ToolSchema>(self.tools.specs().to_vec(), &ctx)
+            .emit::<ToolSchema>(Arc::clone(self.tools.specs()), &ctx)
             .await
         {
             Ok(outcome) => outcome.into_payload().unwrap_or_default(),
@@ -82,7 +82,7 @@ impl Run<'_> {
             } else {
                 &request
             };
-            match self.call_model(sent).await {
+            match self.call_model(sent, attempt).await {
                 Ok(response) => {
                     let response = match self
                         .kernel
@@ -127,10 +127,12 @@ impl Run<'_> {
         }
     }
 
-    /// One model call, streamed and assembled. `Err(None)` means the run was aborted.
+    /// One model call, streamed (to the observer, through `message.text-delta`) and
+    /// assembled. `Err(None)` means the run was aborted.
     pub(super) async fn call_model(
         &self,
         request: &ModelRequest,
+        attempt: u32,
     ) -> Result<ModelResponse, Option<ModelError>> {
         let mut stream = tokio::select! {
             biased;
@@ -138,7 +140,8 @@ impl Run<'_> {
             stream = self.model.stream(request) => stream.map_err(Some)?,
         };
         let mut assembler = ResponseAssembler::default();
-        let mut call_ids: Vec<(usize, String)> = Vec::new();
+        // Only an observer sees the stream.
+        let mut live = self.observer.is_some().then(|| self.live(attempt));
         loop {
             let next = tokio::select! {
                 biased;
@@ -148,51 +151,17 @@ impl Run<'_> {
             match next {
                 None => break,
                 Some(Ok(event)) => {
-                    if self.observer.is_some() {
-                        self.forward(&event, &mut call_ids);
+                    if let Some(live) = &mut live {
+                        self.forward(live, &event).await;
                     }
                     assembler.push(event);
                 }
                 Some(Err(error)) => return Err(Some(error)),
             }
         }
-        Ok(assembler.finish())
-    }
-
-    /// Streams deltas to the observer as they arrive.
-    pub(super) fn forward(&self, event: &StreamEvent, call_ids: &mut Vec<(usize, String)>) {
-        let call_id = |index: usize, ids: &[(usize, String)]| {
-            ids.iter()
-                .find(|(i, _)| *i == index)
-                .map(|(_, id)| id.clone())
-                .unwrap_or_default()
-        };
-        match event {
-            StreamEvent::TextDelta(text) => {
-                self.notify(|| KernelEvent::TextDelta { text: text.clone() })
-            }
-            StreamEvent::ThinkingDelta(text) => {
-                self.notify(|| KernelEvent::ThinkingDelta { text: text.clone() })
-            }
-            StreamEvent::ToolCallStart { index, id, name } => {
-                call_ids.push((*index, id.clone()));
-                self.notify(|| KernelEvent::ToolInputStarted {
-                    call_id: id.clone(),
-                    tool_name: name.clone(),
-                });
-            }
-            StreamEvent::ToolCallDelta { index, arguments } => {
-                let id = call_id(*index, call_ids);
-                self.notify(|| KernelEvent::ToolInputDelta {
-                    call_id: id,
-                    delta: arguments.clone(),
-                });
-            }
-            StreamEvent::ToolCallEnd { index } => {
-                let id = call_id(*index, call_ids);
-                self.notify(|| KernelEvent::ToolInputEnded { call_id: id });
-            }
-            StreamEvent::ThinkingSignature(_) | StreamEvent::Usage(_) | StreamEvent::Finish(_) => {}
+        if let Some(live) = &mut live {
+            self.finish_live(live).await;
         }
+        Ok(assembler.finish())
     }
 }

@@ -73,7 +73,7 @@ fn denied_tools_are_not_offered() {
         category: None,
     };
     let offered = pipeline
-        .emit::<ToolSchema>(vec![spec("cat"), spec("rm")], &BaseCtx::default())
+        .emit::<ToolSchema>(vec![spec("cat"), spec("rm")].into(), &BaseCtx::default())
         .now()
         .unwrap()
         .unwrap()
