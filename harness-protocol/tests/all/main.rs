@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Integration tests of harness-protocol: the checked-in JSON Schema, event kinds against
 //! their serialized `type`, and the envelope's wire form.
 //!
