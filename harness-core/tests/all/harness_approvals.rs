@@ -34,22 +34,25 @@ fn deploying(model: ScriptedModel, deploys: Arc<AtomicUsize>) -> HarnessBuilder 
             })
             .category(ToolCategory::Execute),
         )
-        .compose(|c| {
-            c.on(
-                ToolGateResult,
-                |verdict: &GateVerdict, ctx: &ToolCallCtx| {
-                    let granted = ctx.session.granted_tools.contains(&ctx.tool_name)
-                        || ctx
-                            .category
-                            .is_some_and(|c| ctx.session.granted_categories.contains(&c));
-                    if ctx.tool_name == "deploy" && !granted {
-                        GateVerdict::ask("deploys change production")
-                    } else {
-                        verdict.clone()
-                    }
-                },
-            )
-        })
+        .compose(deploys_ask)
+}
+
+/// A gate that asks for `deploy` unless the session granted the tool or its category.
+fn deploys_ask(c: harness_tags::Compose) -> harness_tags::Compose {
+    c.on(
+        ToolGateResult,
+        |verdict: &GateVerdict, ctx: &ToolCallCtx| {
+            let granted = ctx.session.granted_tools.contains(&ctx.tool_name)
+                || ctx
+                    .category
+                    .is_some_and(|c| ctx.session.granted_categories.contains(&c));
+            if ctx.tool_name == "deploy" && !granted {
+                GateVerdict::ask("deploys change production")
+            } else {
+                verdict.clone()
+            }
+        },
+    )
 }
 
 fn deploy_twice() -> ScriptedModel {
@@ -694,18 +697,7 @@ async fn approvals_asked_at_once_by_two_subagents_are_answered_each_by_call_id()
                 .allowed_harness_tools(["deploy"])
                 .default_model(ModelId::new("scripted/deployer").unwrap()),
         )
-        .compose(|c| {
-            c.on(
-                ToolGateResult,
-                |verdict: &GateVerdict, ctx: &ToolCallCtx| {
-                    if ctx.tool_name == "deploy" {
-                        GateVerdict::ask("deploys change production")
-                    } else {
-                        verdict.clone()
-                    }
-                },
-            )
-        })
+        .compose(deploys_ask)
         .build()
         .unwrap();
     let mut events = harness.subscribe();
