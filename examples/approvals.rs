@@ -70,7 +70,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let asked_log = Arc::clone(&asked);
     let _answers = harness.listen(move |event| {
         let HarnessEvent::ToolApprovalRequired {
-            tool_name, reason, ..
+            tool_call_id,
+            tool_name,
+            reason,
+            ..
         } = &event.event
         else {
             return;
@@ -89,7 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Ok(mut asked) = asked_log.lock() {
             asked.push(tool_name.clone());
         }
-        if let Err(error) = ui.respond_to_tool_approval(answer) {
+        if let Err(error) = ui.respond_to_tool_approval(answer, Some(tool_call_id)) {
             eprintln!("could not answer: {error}");
         }
     });

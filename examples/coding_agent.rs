@@ -177,7 +177,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             print!("{}", view.apply(&event.event));
             let _ = std::io::stdout().flush();
             match &event.event {
-                HarnessEvent::ToolApprovalRequired { tool_name, .. } => {
+                HarnessEvent::ToolApprovalRequired {
+                    tool_call_id,
+                    tool_name,
+                    ..
+                } => {
                     let answer = if auto {
                         println!("  → approved in code");
                         ApprovalAnswer::Approve
@@ -192,7 +196,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     if answer.approves() {
                         approved.push(tool_name.clone());
                     }
-                    if let Err(error) = ui.respond_to_tool_approval(answer) {
+                    if let Err(error) = ui.respond_to_tool_approval(answer, Some(tool_call_id)) {
                         eprintln!("could not answer: {error}");
                     }
                 }

@@ -294,8 +294,8 @@ fn critical_flush(rounds: usize, warmup: usize) -> (f64, f64) {
             while let Some(frame) = frames.recv().await {
                 let received = Instant::now();
                 let round = frame
-                    .pending_approval
-                    .as_ref()
+                    .pending_approvals
+                    .last()
                     .and_then(|pending| pending.tool_call_id.strip_prefix("approve-"))
                     .and_then(|round| round.parse::<usize>().ok());
                 if round.is_some() && round != last {

@@ -298,9 +298,9 @@ impl<'a, W: Write> Chat<'a, W> {
     fn waiting(&self) -> Option<Waiting> {
         let state = self.view.state();
         if let Some(approval) = state
-            .pending_approval
-            .as_ref()
-            .filter(|p| !self.answered.contains(&p.tool_call_id))
+            .pending_approvals
+            .iter()
+            .find(|p| !self.answered.contains(&p.tool_call_id))
         {
             return Some(Waiting::Approval(approval.clone()));
         }
@@ -458,7 +458,10 @@ impl<'a, W: Write> Chat<'a, W> {
         match parse_approval(line) {
             Ok(answer) => {
                 self.answered.insert(pending.tool_call_id.clone());
-                if let Err(error) = self.harness.respond_to_tool_approval(answer) {
+                if let Err(error) = self
+                    .harness
+                    .respond_to_tool_approval(answer, Some(&pending.tool_call_id))
+                {
                     self.note(&error.to_string())?;
                 }
                 Ok(())

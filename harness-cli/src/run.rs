@@ -79,7 +79,7 @@ impl Printer {
         self.answer(&envelope.event)?;
         let state = self.view.state();
         let waiting = state.is_running
-            && state.pending_approval.is_none()
+            && state.pending_approvals.is_empty()
             && state.pending_suspensions.is_empty();
         self.progress.set(waiting.then_some("working"));
         Ok(())
@@ -96,10 +96,14 @@ impl Printer {
     /// The headless answers: approvals and suspensions by `--yes`.
     fn answer(&mut self, event: &HarnessEvent) -> Result<(), CliError> {
         let note = match event {
-            HarnessEvent::ToolApprovalRequired { .. } => {
+            HarnessEvent::ToolApprovalRequired { tool_call_id, .. } => {
                 let answer = headless_approval(self.yes);
                 let approved = answer.approves();
-                if self.harness.respond_to_tool_approval(answer).is_err() {
+                if self
+                    .harness
+                    .respond_to_tool_approval(answer, Some(tool_call_id))
+                    .is_err()
+                {
                     return Ok(());
                 }
                 if approved {

@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use crate::http::{
@@ -255,16 +256,12 @@ impl Model for AnthropicModel {
             builder = builder.header("x-api-key", key);
         }
         let response = self.endpoint.post_stream(builder, &body).await?;
-        let decoder = EventDecoder {
-            provider: self.endpoint.provider.clone(),
-            blocks: Vec::new(),
-            tool_calls: 0,
-            stop: None,
-        };
+        let decoder = EventDecoder::new(self.endpoint.provider.clone());
         Ok(decode_sse(
             self.endpoint.provider.clone(),
-            response,
+            response.bytes_stream().boxed(),
             decoder,
+            self.endpoint.sse_limits,
         ))
     }
 }
@@ -281,7 +278,7 @@ enum Block {
 }
 
 /// Decodes Messages stream events.
-struct EventDecoder {
+pub(crate) struct EventDecoder {
     provider: Arc<str>,
     /// Each block's wire index and kind.
     blocks: Vec<(u64, Block)>,
@@ -290,6 +287,15 @@ struct EventDecoder {
 }
 
 impl EventDecoder {
+    pub(crate) fn new(provider: Arc<str>) -> Self {
+        EventDecoder {
+            provider,
+            blocks: Vec::new(),
+            tool_calls: 0,
+            stop: None,
+        }
+    }
+
     fn block(&self, index: u64) -> Option<Block> {
         self.blocks
             .iter()

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use harness_tags::util::error_chain;
 
-use crate::sse::{SseEvent, SseParser};
-use crate::{ModelError, ModelId, ModelStream, ProviderConfig, StreamEvent};
+use crate::sse::{SseError, SseEvent, SseLimits, SseParser};
+use crate::{MAX_RETRY_AFTER, ModelError, ModelId, ModelStream, ProviderConfig, StreamEvent};
 
 /// Parses a provider model's id, failing as a configuration error of its provider.
 pub(crate) fn parse_id(id: &str) -> Result<ModelId, ModelError> {
@@ -34,6 +34,7 @@ pub(crate) struct Endpoint {
     pub(crate) api_key: Option<String>,
     pub(crate) api_key_env: Option<String>,
     pub(crate) headers: Vec<(String, String)>,
+    pub(crate) sse_limits: SseLimits,
 }
 
 impl fmt::Debug for Endpoint {
@@ -81,6 +82,7 @@ impl Endpoint {
             api_key,
             api_key_env: config.api_key_env.clone(),
             headers: config.headers.clone(),
+            sse_limits: config.sse_limits,
         })
     }
 
@@ -372,7 +374,11 @@ pub(crate) fn stream_error(provider: &str, detail: ApiError) -> ModelError {
 }
 
 /// The wait a response asks for: `retry-after-ms` (milliseconds), else `retry-after` in
-/// seconds or as an HTTP date (relative to `now`).
+/// seconds or as an HTTP date (relative to `now`); at most [`MAX_RETRY_AFTER`].
+///
+/// A number is ASCII digits with an optional fraction (`7`, `1.5`); a sign, an exponent,
+/// `inf` or `NaN` is not a wait. Values too large for any clock (a delta beyond `u64`, a date
+/// in the year 10^19) are capped rather than overflowing; a date in the past means now.
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let header = |name: &str| {
         headers
@@ -380,34 +386,60 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
             .and_then(|value| value.to_str().ok())
             .map(str::trim)
     };
-    if let Some(ms) = header("retry-after-ms").and_then(|ms| ms.parse::<f64>().ok())
-        && let Ok(wait) = Duration::try_from_secs_f64(ms / 1000.0)
-    {
+    if let Some(wait) = header("retry-after-ms").and_then(|ms| parse_delta(ms, 0.001)) {
         return Some(wait);
     }
     let value = header("retry-after")?;
-    if let Ok(seconds) = value.parse::<f64>() {
-        return Duration::try_from_secs_f64(seconds).ok();
+    if let Some(wait) = parse_delta(value, 1.0) {
+        return Some(wait);
     }
     let date = parse_http_date(value)?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+    let now = now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let wait = match u64::try_from(date) {
+        Ok(seconds) => Duration::from_secs(seconds).saturating_sub(now),
+        // A date beyond what a u64 of seconds holds, or before 1970.
+        Err(_) if date > 0 => MAX_RETRY_AFTER,
+        Err(_) => Duration::ZERO,
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
-/// Parses an HTTP date in the IMF-fixdate form, `Sun, 06 Nov 1994 08:49:37 GMT`.
-fn parse_http_date(text: &str) -> Option<SystemTime> {
+/// A delay of `digits[.digits]` units of `unit_secs` seconds, capped at [`MAX_RETRY_AFTER`].
+fn parse_delta(text: &str, unit_secs: f64) -> Option<Duration> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    // Digits only: the parse cannot fail, and a number too long for f64 is infinity.
+    let units: f64 = text.parse().ok()?;
+    let wait = Duration::try_from_secs_f64(units * unit_secs).unwrap_or(MAX_RETRY_AFTER);
+    Some(wait.min(MAX_RETRY_AFTER))
+}
+
+/// Parses an HTTP date in the IMF-fixdate form, `Sun, 06 Nov 1994 08:49:37 GMT`, into
+/// seconds since the Unix epoch. The arithmetic is in `i128`, which no year of up to 20
+/// digits can overflow.
+fn parse_http_date(text: &str) -> Option<i128> {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
+    let number = |part: &str| -> Option<i128> {
+        if part.is_empty() || part.len() > 20 || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        part.parse().ok()
+    };
     let mut parts = text.split_ascii_whitespace();
     let _weekday = parts.next()?.strip_suffix(',')?;
-    let day: u32 = parts.next()?.parse().ok()?;
+    let day = number(parts.next()?)?;
     let month_name = parts.next()?;
     let month = MONTHS.iter().position(|m| *m == month_name)?;
-    let year: i64 = parts.next()?.parse().ok()?;
+    let year = number(parts.next()?)?;
     let mut clock = parts.next()?.split(':');
-    let hour: u64 = clock.next()?.parse().ok()?;
-    let minute: u64 = clock.next()?.parse().ok()?;
-    let second: u64 = clock.next()?.parse().ok()?;
+    let hour = number(clock.next()?)?;
+    let minute = number(clock.next()?)?;
+    let second = number(clock.next()?)?;
     if parts.next()? != "GMT"
         || parts.next().is_some()
         || clock.next().is_some()
@@ -419,16 +451,15 @@ fn parse_http_date(text: &str) -> Option<SystemTime> {
         return None;
     }
     // Days since 1970-01-01 of a proleptic Gregorian date (month counted from March).
-    let month = month as i64 + 1;
+    let month = month as i128 + 1;
     let year_from_march = if month <= 2 { year - 1 } else { year };
     let era = year_from_march.div_euclid(400);
     let year_of_era = year_from_march - era * 400;
     let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + i64::from(day) - 1;
+    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
     let days = era * 146_097 + day_of_era - 719_468;
-    let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3_600 + minute * 60 + second;
-    UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
+    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
 }
 
 /// Turns one provider's SSE events into stream events.
@@ -482,17 +513,21 @@ impl<D: SseDecoder> Decoding<D> {
     }
 }
 
+/// A response body, in the pieces the network delivers.
+pub(crate) type Body = BoxStream<'static, reqwest::Result<Bytes>>;
+
 /// Streams the events a provider's SSE body decodes to; ends after the decoder's end marker
-/// or the first error.
+/// or the first error (a broken [`SseLimits`] limit among them).
 pub(crate) fn decode_sse<D: SseDecoder>(
     provider: Arc<str>,
-    response: reqwest::Response,
+    body: Body,
     decoder: D,
+    limits: SseLimits,
 ) -> ModelStream {
     let state = Decoding {
         provider,
-        body: Some(response.bytes_stream().boxed()),
-        parser: SseParser::default(),
+        body: Some(body),
+        parser: SseParser::with_limits(limits),
         decoder,
         ready: VecDeque::new(),
         failure: None,
@@ -508,10 +543,13 @@ pub(crate) fn decode_sse<D: SseDecoder>(
             }
             let body = state.body.as_mut()?;
             match body.next().await {
-                Some(Ok(bytes)) => {
-                    let events = state.parser.push(&bytes);
-                    state.decode(events);
-                }
+                Some(Ok(bytes)) => match state.parser.push(&bytes) {
+                    Ok(events) => state.decode(events),
+                    Err(error) => {
+                        let error = limit_exceeded(&state.provider, error);
+                        state.fail(error);
+                    }
+                },
                 Some(Err(error)) => {
                     let error = transport_error(&state.provider, &error);
                     state.fail(error);
@@ -532,6 +570,32 @@ pub(crate) fn decode_sse<D: SseDecoder>(
         }
     })
     .boxed()
+}
+
+/// The error for a body that broke a size limit.
+fn limit_exceeded(provider: &str, error: SseError) -> ModelError {
+    ModelError::LimitExceeded {
+        provider: provider.to_owned(),
+        limit: error.limit,
+        max: error.max,
+    }
+}
+
+/// Decodes a whole body given in pieces, the way [`decode_sse`] decodes a response: every
+/// event, and the error that ended the stream. For tests and the fuzz targets.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn decode_pieces<D: SseDecoder>(
+    decoder: D,
+    pieces: Vec<Vec<u8>>,
+    limits: SseLimits,
+) -> Vec<Result<StreamEvent, ModelError>> {
+    use futures_util::FutureExt;
+    let body = futures_util::stream::iter(pieces.into_iter().map(|piece| Ok(Bytes::from(piece))));
+    decode_sse(Arc::from("fuzz"), body.boxed(), decoder, limits)
+        .collect::<Vec<_>>()
+        // The body is in memory: every poll is ready, so the stream ends in one go.
+        .now_or_never()
+        .unwrap_or_default()
 }
 
 /// The error for a body that ended before the provider's end marker.
@@ -612,14 +676,261 @@ mod tests {
                 "{bad}"
             );
         }
-        assert_eq!(
-            parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"),
-            Some(UNIX_EPOCH)
-        );
+        assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
         assert_eq!(
             parse_http_date("Tue, 29 Feb 2000 12:00:00 GMT"),
-            Some(UNIX_EPOCH + Duration::from_secs(951_825_600))
+            Some(951_825_600)
         );
+    }
+
+    /// Hostile `Retry-After` values: a wait is capped at a day, never an overflow or a panic,
+    /// and what is not a number or a date is no wait at all.
+    #[test]
+    fn retry_after_survives_hostile_values() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_777);
+        let wait = |value: &str| retry_after(&headers(&[("retry-after", value)]), now);
+        let wait_ms = |value: &str| retry_after(&headers(&[("retry-after-ms", value)]), now);
+        for huge in [
+            // Years whose seconds overflow u64 (the old `days * 86_400` panicked on these).
+            "Sun, 06 Nov 99999999999 08:49:37 GMT",
+            "Sun, 06 Nov 584942419325 08:49:37 GMT",
+            "Fri, 31 Dec 18446744073709551615 23:59:60 GMT",
+            // Delta-seconds beyond u64, beyond f64, and merely beyond a day.
+            "18446744073709551616",
+            "99999999999999999999999999999999999999999999",
+            &"9".repeat(400),
+            "86401",
+            "1000000.5",
+        ] {
+            assert_eq!(wait(huge), Some(MAX_RETRY_AFTER), "{huge}");
+        }
+        assert_eq!(wait_ms("18446744073709551616000"), Some(MAX_RETRY_AFTER));
+        assert_eq!(wait_ms(&"9".repeat(400)), Some(MAX_RETRY_AFTER));
+        // Just under the cap stays as asked.
+        assert_eq!(wait("86400"), Some(MAX_RETRY_AFTER));
+        assert_eq!(wait("86399"), Some(Duration::from_secs(86_399)));
+        // Dates in the past, at the epoch or in year 0 mean now.
+        for past in [
+            "Thu, 01 Jan 1970 00:00:00 GMT",
+            "Sat, 01 Jan 0000 00:00:00 GMT",
+            "Mon, 01 Jan 1 00:00:00 GMT",
+        ] {
+            assert_eq!(wait(past), Some(Duration::ZERO), "{past}");
+        }
+        for garbage in [
+            "-1",
+            "-18446744073709551616",
+            "+5",
+            "1e3",
+            "1e400",
+            "inf",
+            "-inf",
+            "infinity",
+            "NaN",
+            "0x10",
+            "1.2.3",
+            ".5",
+            "5 s",
+            "Sun, 06 Nov -1994 08:49:37 GMT",
+            "Sun, 06 Nov +1994 08:49:37 GMT",
+            "Sun, 06 Nov 123456789012345678901 08:49:37 GMT",
+            "Sun, 06 Nov 1994 -8:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37:00 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 06 Nov 1994 08:49:37 GMT trailing",
+            "Sun, 00 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun 06 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994",
+            ",",
+        ] {
+            assert_eq!(wait(garbage), None, "{garbage}");
+            assert_eq!(wait_ms(garbage), None, "ms {garbage}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any header text: no panic, and a wait is never beyond the cap.
+        #[test]
+        fn retry_after_never_panics_or_exceeds_the_cap(value in "\\PC{0,64}", date in "[A-Za-z]{3}, [0-9]{1,3} [A-Z][a-z]{2} [0-9]{1,40} [0-9]{1,3}:[0-9]{1,3}:[0-9]{1,3} GMT") {
+            let now = UNIX_EPOCH + Duration::from_secs(784_111_777);
+            for text in [&value, &date] {
+                if let Ok(header) = HeaderValue::from_str(text) {
+                    let mut map = HeaderMap::new();
+                    map.insert("retry-after", header.clone());
+                    map.insert("retry-after-ms", header);
+                    let wait = retry_after(&map, now);
+                    proptest::prop_assert!(wait.is_none_or(|wait| wait <= MAX_RETRY_AFTER));
+                }
+            }
+        }
+    }
+
+    /// Both providers' decoders, over a body cut into pieces.
+    #[cfg(all(feature = "openai", feature = "anthropic"))]
+    fn decode_both(
+        pieces: &[Vec<u8>],
+        limits: SseLimits,
+    ) -> [Vec<Result<StreamEvent, ModelError>>; 2] {
+        [
+            decode_pieces(
+                crate::openai::ChunkDecoder::new(Arc::from("openai")),
+                pieces.to_vec(),
+                limits,
+            ),
+            decode_pieces(
+                crate::anthropic::EventDecoder::new(Arc::from("anthropic")),
+                pieces.to_vec(),
+                limits,
+            ),
+        ]
+    }
+
+    #[cfg(all(feature = "openai", feature = "anthropic"))]
+    #[test]
+    fn a_broken_limit_ends_the_stream_with_a_typed_error() {
+        use crate::sse::SseLimit;
+        let limits = SseLimits {
+            max_line_bytes: 1024,
+            max_event_bytes: 4096,
+            max_body_bytes: 1 << 20,
+        };
+        let cases = [
+            (
+                vec![b"data: ".to_vec(), vec![b'x'; 2048]],
+                SseLimit::Line,
+                1024,
+            ),
+            (vec![b"data: 1\n".to_vec(); 5000], SseLimit::Event, 4096),
+            (vec![b": ping\n".to_vec(); 200_000], SseLimit::Body, 1 << 20),
+        ];
+        for (pieces, limit, max) in cases {
+            for events in decode_both(&pieces, limits) {
+                let last = events.last().cloned();
+                assert!(
+                    matches!(
+                        &last,
+                        Some(Err(ModelError::LimitExceeded { limit: l, max: m, .. }))
+                            if *l == limit && *m == max
+                    ),
+                    "{last:?}"
+                );
+                let error = last.unwrap().unwrap_err();
+                assert!(!error.is_retryable());
+                assert!(error.to_string().contains(limit.setting()), "{error}");
+            }
+        }
+    }
+
+    /// Pieces of provider wire format, for bodies that get past the JSON parser.
+    #[cfg(all(feature = "openai", feature = "anthropic"))]
+    const WIRE_WORDS: &[&str] = &[
+        "data: ",
+        "event: ",
+        "\n",
+        "\n\n",
+        "\r\n",
+        ": ping\n",
+        "[DONE]",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        "\"",
+        "null",
+        "0",
+        "1",
+        "-1",
+        "1e999",
+        "18446744073709551616",
+        "true",
+        "\"choices\"",
+        "\"delta\"",
+        "\"content\"",
+        "\"tool_calls\"",
+        "\"index\"",
+        "\"id\"",
+        "\"function\"",
+        "\"name\"",
+        "\"arguments\"",
+        "\"finish_reason\"",
+        "\"stop\"",
+        "\"length\"",
+        "\"tool_calls\"",
+        "\"usage\"",
+        "\"prompt_tokens\"",
+        "\"completion_tokens\"",
+        "\"refusal\"",
+        "\"reasoning_content\"",
+        "\"type\"",
+        "\"message_start\"",
+        "\"content_block_start\"",
+        "\"content_block_delta\"",
+        "\"content_block_stop\"",
+        "\"message_delta\"",
+        "\"message_stop\"",
+        "\"error\"",
+        "\"text_delta\"",
+        "\"input_json_delta\"",
+        "\"thinking_delta\"",
+        "\"signature_delta\"",
+        "\"tool_use\"",
+        "\"text\"",
+        "\"thinking\"",
+        "\"partial_json\"",
+        "\"content_block\"",
+        "\"message\"",
+        "\"stop_reason\"",
+        "\"input_tokens\"",
+        "\"output_tokens\"",
+        "\"overloaded_error\"",
+        "message_start",
+        "content_block_delta",
+        "error",
+        "\u{0}",
+        "\u{feff}",
+        "é",
+        "\\u",
+        "\\ud800",
+    ];
+
+    #[cfg(all(feature = "openai", feature = "anthropic"))]
+    proptest::proptest! {
+        /// Wire-format words in any order, cut anywhere, through both decoders: no panic, at
+        /// most one error and only at the end, every tool-call index announced before use.
+        #[test]
+        fn provider_decoders_take_any_body(
+            words in proptest::collection::vec(proptest::sample::select(WIRE_WORDS), 0..96),
+            raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            cut in 1usize..64,
+        ) {
+            let mut body = words.concat().into_bytes();
+            body.extend_from_slice(&raw);
+            let pieces: Vec<Vec<u8>> = body.chunks(cut).map(<[u8]>::to_vec).collect();
+            let limits = SseLimits { max_line_bytes: 512, max_event_bytes: 1024, max_body_bytes: 8192 };
+            for events in decode_both(&pieces, limits) {
+                let errors = events.iter().filter(|event| event.is_err()).count();
+                proptest::prop_assert!(errors <= 1);
+                if errors == 1 {
+                    proptest::prop_assert!(events.last().is_some_and(Result::is_err));
+                }
+                let mut started = std::collections::BTreeSet::new();
+                for event in events.iter().flatten() {
+                    match event {
+                        StreamEvent::ToolCallStart { index, .. } => {
+                            started.insert(*index);
+                        }
+                        StreamEvent::ToolCallDelta { index, .. } | StreamEvent::ToolCallEnd { index } => {
+                            proptest::prop_assert!(started.contains(index), "{events:?}");
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -33,6 +33,9 @@ mod anthropic;
 mod assemble;
 mod call;
 mod catalog;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod http;
 #[cfg(feature = "openai")]
@@ -67,6 +70,7 @@ pub use http::install_crypto_provider;
 pub use openai::OpenAiModel;
 pub use provider::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, ProviderConfig};
 pub use scripted::{Scripted, ScriptedModel};
+pub use sse::SseLimits;
 
 /// A model id: `provider/name`. The name may itself contain slashes (OpenRouter's
 /// `openrouter/anthropic/claude-3.5-sonnet`).
@@ -329,6 +333,23 @@ pub enum ModelError {
         /// What was wrong.
         message: String,
     },
+    /// The response broke one of the client's size limits ([`SseLimits`], set per provider
+    /// in [`ProviderConfig::sse_limits`]): the server sent an endless line, event or body.
+    /// Not retried: a broken or hostile server would send the same again.
+    #[error(
+        "{provider} sent {limit} larger than {max} bytes, so the response was dropped; check \
+         that the base URL points at a model server, or raise `{setting}` in the provider's \
+         `sse_limits` if its responses are really this large",
+        setting = limit.setting()
+    )]
+    LimitExceeded {
+        /// The provider.
+        provider: String,
+        /// Which limit.
+        limit: sse::SseLimit,
+        /// Its value, in bytes.
+        max: u64,
+    },
     /// A scripted model has no response left, or its script says to fail.
     #[error("scripted model: {0}")]
     Script(String),
@@ -401,6 +422,11 @@ impl ModelError {
         }
     }
 }
+
+/// The longest wait a provider's `Retry-After` (or `retry-after-ms`) is read as: a server
+/// that asks for more (a date centuries ahead, a delay beyond `u64`) gets this, one day.
+/// [`RetryPolicy::max_backoff`] caps the wait the retries actually take.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How model calls are retried: exponential backoff from `initial_backoff`, doubled each
 /// attempt up to `max_backoff`; a provider's `Retry-After` wins when it is longer (capped at

@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use crate::http::{
@@ -170,16 +171,12 @@ impl Model for OpenAiModel {
             builder = builder.bearer_auth(key);
         }
         let response = self.endpoint.post_stream(builder, &body).await?;
-        let decoder = ChunkDecoder {
-            provider: self.endpoint.provider.clone(),
-            calls: Vec::new(),
-            finish: None,
-            refused: false,
-        };
+        let decoder = ChunkDecoder::new(self.endpoint.provider.clone());
         Ok(decode_sse(
             self.endpoint.provider.clone(),
-            response,
+            response.bytes_stream().boxed(),
             decoder,
+            self.endpoint.sse_limits,
         ))
     }
 }
@@ -193,7 +190,7 @@ struct CallSlot {
 }
 
 /// Decodes `chat.completion.chunk` events.
-struct ChunkDecoder {
+pub(crate) struct ChunkDecoder {
     provider: Arc<str>,
     calls: Vec<CallSlot>,
     finish: Option<FinishReason>,
@@ -201,6 +198,15 @@ struct ChunkDecoder {
 }
 
 impl ChunkDecoder {
+    pub(crate) fn new(provider: Arc<str>) -> Self {
+        ChunkDecoder {
+            provider,
+            calls: Vec::new(),
+            finish: None,
+            refused: false,
+        }
+    }
+
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) {
         for index in 0..self.calls.len() {
             out.push_back(StreamEvent::ToolCallEnd { index });

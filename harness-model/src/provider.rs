@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::sse::SseLimits;
+
 /// The default time allowed to open a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -46,6 +48,9 @@ pub struct ProviderConfig {
     pub headers: Vec<(String, String)>,
     /// The output token limit used when the request sets none.
     pub max_tokens: Option<u32>,
+    /// How large a streamed response's lines, events and body may grow before the call
+    /// fails with [`ModelError::LimitExceeded`](crate::ModelError::LimitExceeded).
+    pub sse_limits: SseLimits,
 }
 
 impl ProviderConfig {
@@ -60,6 +65,7 @@ impl ProviderConfig {
             read_timeout: DEFAULT_READ_TIMEOUT,
             headers: Vec::new(),
             max_tokens: None,
+            sse_limits: SseLimits::default(),
         }
     }
 
@@ -122,6 +128,12 @@ impl ProviderConfig {
         self
     }
 
+    /// Sets the size limits of streamed responses.
+    pub fn with_sse_limits(mut self, limits: SseLimits) -> Self {
+        self.sse_limits = limits;
+        self
+    }
+
     /// The key to send: the explicit one, else the (non-empty) environment variable.
     pub fn resolve_api_key(&self) -> Option<String> {
         if let Some(key) = &self.api_key {
@@ -150,6 +162,7 @@ impl fmt::Debug for ProviderConfig {
                     .collect::<Vec<_>>(),
             )
             .field("max_tokens", &self.max_tokens)
+            .field("sse_limits", &self.sse_limits)
             .finish()
     }
 }

@@ -171,8 +171,9 @@ pub struct DisplayState {
     pub active_tools: BTreeMap<String, ActiveTool>,
     /// Argument text still streaming, by call id.
     pub tool_input_buffers: BTreeMap<String, String>,
-    /// A tool call waiting for approval.
-    pub pending_approval: Option<PendingApproval>,
+    /// Tool calls waiting for approval, oldest first (several when subagents ask at once);
+    /// answer each by its call id.
+    pub pending_approvals: Vec<PendingApproval>,
     /// Tools paused on the user.
     pub pending_suspensions: Vec<PendingSuspension>,
     /// Subagents, by the parent's call id.

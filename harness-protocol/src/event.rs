@@ -186,6 +186,13 @@ pub enum HarnessEvent {
         /// Why approval is needed.
         reason: Option<String>,
     },
+    /// The user answered a tool call's approval (the call no longer waits for it).
+    ToolApprovalAnswered {
+        /// The call's id.
+        tool_call_id: String,
+        /// True if the call may run (approved, or allowed for the session).
+        approved: bool,
+    },
     /// A tool paused until the user answers (a question, a plan, an access request).
     ToolSuspended {
         /// The call's id.
@@ -442,6 +449,7 @@ impl HarnessEvent {
             HarnessEvent::MessageEnd { .. } => "message_end",
             HarnessEvent::ToolStart { .. } => "tool_start",
             HarnessEvent::ToolApprovalRequired { .. } => "tool_approval_required",
+            HarnessEvent::ToolApprovalAnswered { .. } => "tool_approval_answered",
             HarnessEvent::ToolSuspended { .. } => "tool_suspended",
             HarnessEvent::ToolUpdate { .. } => "tool_update",
             HarnessEvent::ToolEnd { .. } => "tool_end",

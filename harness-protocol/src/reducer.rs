@@ -3,8 +3,8 @@
 //! The rules follow the Mastra Harness reference:
 //!
 //! - `agent_start`: running; clears active tools, tool input buffers, the current message and
-//!   the pending approval; keeps pending suspensions (a resumed run answers them).
-//! - `agent_end`: not running; clears the pending approval and the subagents; clears pending
+//!   the pending approvals; keeps pending suspensions (a resumed run answers them).
+//! - `agent_end`: not running; clears the pending approvals and the subagents; clears pending
 //!   suspensions unless the reason is `suspended`; tools still streaming input or running end as
 //!   errors (except, for a suspended run, the tools that are suspended).
 //! - `message_start` / `message_update` of an assistant message make it the current message;
@@ -20,8 +20,9 @@
 //!   with its result. A successful `edit`-category tool with a `path`, `file_path` or `filePath`
 //!   string argument records the path in `modified_files` (the tool's name is appended to the
 //!   file's operations; `first_modified` comes from the clock the first time).
-//! - `tool_approval_required` sets the pending approval, which `tool_start` or `tool_end` of the
-//!   same call clears (the user answered). `tool_suspended` adds a pending suspension (replacing
+//! - `tool_approval_required` adds a pending approval (replacing one of the same call: several
+//!   wait at once when subagents ask together), which `tool_approval_answered`, `tool_start` or
+//!   `tool_end` of the same call removes. `tool_suspended` adds a pending suspension (replacing
 //!   one of the same call) and keeps the tool running; `tool_end` of that call removes it.
 //! - `usage_update` sets the token usage; `task_updated` moves `tasks` to `previous_tasks` and
 //!   sets the new list.
@@ -32,7 +33,7 @@
 //! - `om_*` maintain `om_progress`: status observing / reflecting / idle, token counts and their
 //!   percentages of the thresholds, buffered chunks, generation count.
 //! - `thread_changed` and `thread_created` reset the thread view: current message, tools, input
-//!   buffers, approval, suspensions, subagents, modified files, tasks, OM progress and the
+//!   buffers, approvals, suspensions, subagents, modified files, tasks, OM progress and the
 //!   follow-up queue (running flag and token usage are left to their own events).
 //! - Mode, model, state and thread-deleted changes, `info`, `error` and `display_state_changed`
 //!   change nothing here (the scheduler still flushes on most of them).
@@ -74,7 +75,7 @@ pub fn reduce_with_clock(state: &mut DisplayState, event: &HarnessEvent, now: &d
             state.active_tools.clear();
             state.tool_input_buffers.clear();
             state.current_message = None;
-            state.pending_approval = None;
+            state.pending_approvals.clear();
         }
         HarnessEvent::AgentEnd { reason, .. } => agent_end(state, *reason),
         HarnessEvent::MessageStart { message } | HarnessEvent::MessageUpdate { message } => {
@@ -172,13 +173,25 @@ pub fn reduce_with_clock(state: &mut DisplayState, event: &HarnessEvent, now: &d
             category,
             reason,
         } => {
-            state.pending_approval = Some(PendingApproval {
+            let approval = PendingApproval {
                 tool_call_id: tool_call_id.clone(),
                 tool_name: tool_name.clone(),
                 args: args.clone(),
                 category: *category,
                 reason: reason.clone(),
-            });
+            };
+            // The same event twice (a replay) is one approval.
+            match state
+                .pending_approvals
+                .iter_mut()
+                .find(|pending| pending.tool_call_id == *tool_call_id)
+            {
+                Some(pending) => *pending = approval,
+                None => state.pending_approvals.push(approval),
+            }
+        }
+        HarnessEvent::ToolApprovalAnswered { tool_call_id, .. } => {
+            clear_approval_of(state, tool_call_id);
         }
         HarnessEvent::ToolSuspended {
             tool_call_id,
@@ -427,7 +440,7 @@ fn message_delta(
 
 fn agent_end(state: &mut DisplayState, reason: AgentEndReason) {
     state.is_running = false;
-    state.pending_approval = None;
+    state.pending_approvals.clear();
     state.active_subagents.clear();
     let suspended = reason == AgentEndReason::Suspended;
     if !suspended {
@@ -493,20 +506,16 @@ fn tool_end(
 }
 
 fn clear_approval_of(state: &mut DisplayState, tool_call_id: &str) {
-    if state
-        .pending_approval
-        .as_ref()
-        .is_some_and(|pending| pending.tool_call_id == tool_call_id)
-    {
-        state.pending_approval = None;
-    }
+    state
+        .pending_approvals
+        .retain(|pending| pending.tool_call_id != tool_call_id);
 }
 
 fn reset_thread_view(state: &mut DisplayState) {
     state.current_message = None;
     state.active_tools.clear();
     state.tool_input_buffers.clear();
-    state.pending_approval = None;
+    state.pending_approvals.clear();
     state.pending_suspensions.clear();
     state.active_subagents.clear();
     state.modified_files.clear();

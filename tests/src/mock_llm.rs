@@ -5,9 +5,10 @@
 //! `Content-Length` body, records them (method, path, headers, body parsed as JSON), then
 //! answers with the next [`MockResponse`] of its queue: a status, headers, and a body sent with
 //! chunked transfer-encoding one piece at a time (flushed between pieces). A response can stop
-//! mid-body by dropping the connection ([`MockResponse::drop_after`]) or by going silent
-//! ([`MockResponse::hang_after`]). With the queue empty it answers 500 with a JSON error that
-//! says so.
+//! mid-body by dropping the connection ([`MockResponse::drop_after`]), by going silent
+//! ([`MockResponse::hang_after`]) or never end, repeating a piece until the client goes away
+//! ([`MockResponse::then_forever`]). With the queue empty it answers 500 with a JSON error
+//! that says so.
 //!
 //! [`openai`] and [`anthropic`] build streamed responses in each provider's wire format.
 //!
@@ -42,7 +43,7 @@ use tokio::task::{JoinHandle, JoinSet};
 const MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
 
 /// How a response's body ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum BodyEnd {
     /// All pieces, then the terminating chunk.
     Complete,
@@ -51,6 +52,8 @@ enum BodyEnd {
     /// After this many pieces, send nothing more and keep the connection open until the client
     /// goes away.
     Hang(usize),
+    /// After all pieces, send this one again and again until the client goes away.
+    Forever(Vec<u8>),
 }
 
 /// One scripted HTTP response.
@@ -122,6 +125,13 @@ impl MockResponse {
     /// the client closes it (to test read timeouts and cancellation).
     pub fn hang_after(mut self, pieces: usize) -> Self {
         self.end = BodyEnd::Hang(pieces);
+        self
+    }
+
+    /// After all pieces, sends `piece` again and again, never ending the body, until the
+    /// client closes the connection (a broken or hostile server's endless stream).
+    pub fn then_forever(mut self, piece: impl Into<Vec<u8>>) -> Self {
+        self.end = BodyEnd::Forever(piece.into());
         self
     }
 
@@ -329,21 +339,13 @@ async fn respond(stream: &mut TcpStream, response: &MockResponse) -> std::io::Re
     stream.write_all(head.as_bytes()).await?;
     stream.flush().await?;
     let sent = match response.end {
-        BodyEnd::Complete => response.pieces.len(),
+        BodyEnd::Complete | BodyEnd::Forever(_) => response.pieces.len(),
         BodyEnd::Drop(n) | BodyEnd::Hang(n) => n.min(response.pieces.len()),
     };
     for piece in response.pieces.iter().take(sent) {
-        if piece.is_empty() {
-            continue; // an empty chunk would end the body
-        }
-        stream
-            .write_all(format!("{:x}\r\n", piece.len()).as_bytes())
-            .await?;
-        stream.write_all(piece).await?;
-        stream.write_all(b"\r\n").await?;
-        stream.flush().await?;
+        write_chunk(stream, piece).await?;
     }
-    match response.end {
+    match &response.end {
         BodyEnd::Complete => {
             stream.write_all(b"0\r\n\r\n").await?;
             stream.flush().await?;
@@ -356,7 +358,24 @@ async fn respond(stream: &mut TcpStream, response: &MockResponse) -> std::io::Re
             while stream.read(&mut sink).await? > 0 {}
             Ok(())
         }
+        // Ends when a write fails: the client closed the connection.
+        BodyEnd::Forever(piece) => loop {
+            write_chunk(stream, piece).await?;
+        },
     }
+}
+
+/// Sends one chunk of a chunked body, and flushes it.
+async fn write_chunk(stream: &mut TcpStream, piece: &[u8]) -> std::io::Result<()> {
+    if piece.is_empty() {
+        return Ok(()); // an empty chunk would end the body
+    }
+    stream
+        .write_all(format!("{:x}\r\n", piece.len()).as_bytes())
+        .await?;
+    stream.write_all(piece).await?;
+    stream.write_all(b"\r\n").await?;
+    stream.flush().await
 }
 
 fn reason(status: u16) -> &'static str {

@@ -280,9 +280,9 @@ impl View {
             HarnessEvent::ToolApprovalRequired { tool_call_id, .. } => {
                 if let Some(pending) = self
                     .state
-                    .pending_approval
-                    .as_ref()
-                    .filter(|p| p.tool_call_id == *tool_call_id)
+                    .pending_approvals
+                    .iter()
+                    .find(|p| p.tool_call_id == *tool_call_id)
                 {
                     out.block(&render_approval(pending, self.interactive, style));
                 }

@@ -49,7 +49,8 @@ pub const DEFAULT_WINDOW: Duration = Duration::from_millis(250);
 pub const DEFAULT_CEILING: Duration = Duration::from_millis(500);
 
 /// True for the events that publish a snapshot at once instead of batching: `agent_start`,
-/// `agent_end`, `follow_up_queued`, `error`, `tool_approval_required`, `tool_suspended`,
+/// `agent_end`, `follow_up_queued`, `error`, `tool_approval_required`,
+/// `tool_approval_answered`, `tool_suspended`,
 /// `thread_changed`, `thread_created`, `thread_deleted`, `mode_changed`, `model_changed`,
 /// `state_changed`, `tool_input_end`, `tool_end` and `subagent_end`.
 pub fn flushes_at_once(event: &HarnessEvent) -> bool {
@@ -60,6 +61,7 @@ pub fn flushes_at_once(event: &HarnessEvent) -> bool {
             | HarnessEvent::FollowUpQueued { .. }
             | HarnessEvent::Error { .. }
             | HarnessEvent::ToolApprovalRequired { .. }
+            | HarnessEvent::ToolApprovalAnswered { .. }
             | HarnessEvent::ToolSuspended { .. }
             | HarnessEvent::ThreadChanged { .. }
             | HarnessEvent::ThreadCreated { .. }

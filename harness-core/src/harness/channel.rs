@@ -22,6 +22,60 @@ pub(crate) struct PendingAnswer<T> {
     pub(crate) reply: oneshot::Sender<T>,
 }
 
+impl<T> PendingAnswer<T> {
+    /// False once the waiter went away (its run was aborted, its tool timed out).
+    pub(crate) fn is_waiting(&self) -> bool {
+        !self.reply.is_closed()
+    }
+}
+
+/// What kind of answer a list of [`PendingAnswer`]s waits for, for the errors.
+#[derive(Clone, Copy)]
+enum Awaited {
+    Approval,
+    Suspension,
+}
+
+/// The position in `pending` of the call to answer: `call_id`'s, or with none the only one.
+/// Waiters that went away are dropped first. Two waiters with one id (models that number
+/// their calls per response can repeat an id across subagents) are answered oldest first.
+fn find_pending<T>(
+    pending: &mut Vec<PendingAnswer<T>>,
+    call_id: Option<&str>,
+    awaited: Awaited,
+) -> Result<usize, HarnessError> {
+    pending.retain(PendingAnswer::is_waiting);
+    let ids = || {
+        pending
+            .iter()
+            .map(|p| p.call_id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match call_id {
+        Some(id) => {
+            pending
+                .iter()
+                .position(|p| p.call_id == id)
+                .ok_or_else(|| HarnessError::NotPending {
+                    call_id: id.to_owned(),
+                    what: match awaited {
+                        Awaited::Approval => "an approval",
+                        Awaited::Suspension => "an answer",
+                    },
+                    waiting: ids(),
+                })
+        }
+        None => match (pending.len(), awaited) {
+            (0, Awaited::Approval) => Err(HarnessError::NothingPending("a tool approval")),
+            (0, Awaited::Suspension) => Err(HarnessError::NothingPending("a suspended tool")),
+            (1, _) => Ok(0),
+            (_, Awaited::Approval) => Err(HarnessError::AmbiguousApproval(ids())),
+            (_, Awaited::Suspension) => Err(HarnessError::AmbiguousSuspension(ids())),
+        },
+    }
+}
+
 /// The tool name an escalation is suspended under.
 pub const ESCALATION: &str = "escalate";
 
@@ -78,7 +132,8 @@ impl HarnessChannel for SessionChannel {
         }
         let (reply, answer) = oneshot::channel();
         let call = request.call;
-        *lock(&self.harness.session.approval) = Some(PendingAnswer {
+        // Keyed by call id: subagents running in parallel ask at the same time.
+        lock(&self.harness.session.approvals).push(PendingAnswer {
             call_id: call.id.clone(),
             tool_name: call.name.clone(),
             resume_schema: None,
@@ -97,6 +152,11 @@ impl HarnessChannel for SessionChannel {
                 reason: "the run was aborted".to_owned(),
             };
         };
+        self.harness
+            .emit_in_order(HarnessEvent::ToolApprovalAnswered {
+                tool_call_id: call.id.clone(),
+                approved: answer.approves(),
+            });
         let granted = {
             let mut grants = lock(&self.harness.session.grants);
             let added = match &answer {
@@ -138,12 +198,25 @@ impl HarnessChannel for SessionChannel {
 }
 
 impl Harness {
-    /// Answers the pending tool approval. `AlwaysAllowTool` and `AlwaysAllowCategory` also
-    /// become session grants (see [`Session::grants`](super::Session::grants)).
-    pub fn respond_to_tool_approval(&self, answer: ApprovalAnswer) -> Result<(), HarnessError> {
-        let pending = lock(&self.session().approval)
-            .take()
-            .ok_or(HarnessError::NothingPending("a tool approval"))?;
+    /// Answers the tool call waiting for approval with id `call_id`; with `None`, the only
+    /// one waiting. `AlwaysAllowTool` and `AlwaysAllowCategory` also become session grants
+    /// (see [`Session::grants`](super::Session::grants)).
+    ///
+    /// Several calls wait at once when subagents running in parallel ask together (see
+    /// [`Session::pending_approvals`](super::Session::pending_approvals) and the display
+    /// state's `pending_approvals`): answer each by its id. Without an id the answer is
+    /// refused then ([`HarnessError::AmbiguousApproval`] lists the ids) rather than given to a
+    /// call the user may not have meant. An id that is not waiting is
+    /// [`HarnessError::NotPending`], which lists the ones that are.
+    pub fn respond_to_tool_approval(
+        &self,
+        answer: ApprovalAnswer,
+        call_id: Option<&str>,
+    ) -> Result<(), HarnessError> {
+        let mut approvals = lock(&self.session().approvals);
+        let index = find_pending(&mut approvals, call_id, Awaited::Approval)?;
+        let pending = approvals.remove(index);
+        drop(approvals);
         pending
             .reply
             .send(answer)
@@ -151,7 +224,8 @@ impl Harness {
     }
 
     /// Resumes a suspended tool with the user's answer. The call id is required when several
-    /// tools are suspended; the answer must match the schema the tool gave.
+    /// tools are suspended; the answer must match the schema the tool gave. Errors are those
+    /// of [`respond_to_tool_approval`](Self::respond_to_tool_approval).
     ///
     /// Strategy escalations are suspended under the tool name `escalate`: answer with a
     /// message for the model to go on, or `null` to end the run.
@@ -161,20 +235,7 @@ impl Harness {
         call_id: Option<&str>,
     ) -> Result<(), HarnessError> {
         let mut suspensions = lock(&self.session().suspensions);
-        let index = match call_id {
-            Some(id) => suspensions
-                .iter()
-                .position(|p| p.call_id == id)
-                .ok_or(HarnessError::NothingPending("that tool call"))?,
-            None => match suspensions.len() {
-                0 => return Err(HarnessError::NothingPending("a suspended tool")),
-                1 => 0,
-                _ => {
-                    let ids: Vec<&str> = suspensions.iter().map(|p| p.call_id.as_str()).collect();
-                    return Err(HarnessError::AmbiguousSuspension(ids.join(", ")));
-                }
-            },
-        };
+        let index = find_pending(&mut suspensions, call_id, Awaited::Suspension)?;
         if let Some(schema) = &suspensions[index].resume_schema {
             let validator = jsonschema::validator_for(schema).map_err(|e| {
                 HarnessError::InvalidAnswer(format!("the tool's answer schema is invalid: {e}"))

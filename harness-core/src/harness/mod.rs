@@ -104,6 +104,23 @@ pub enum HarnessError {
     /// Several tools are suspended; say which one to resume.
     #[error("several tools are suspended ({0}); pass the tool call id to resume one")]
     AmbiguousSuspension(String),
+    /// Several tool calls wait for approval (subagents asking at once); say which one.
+    #[error("several tool calls wait for approval ({0}); pass the tool call id to answer one")]
+    AmbiguousApproval(String),
+    /// The tool call named is not waiting for this kind of answer (it was answered, it never
+    /// asked, or its run ended).
+    #[error(
+        "tool call `{call_id}` is not waiting for {what}; {}",
+        if waiting.is_empty() { "nothing is".to_owned() } else { format!("these are: {waiting}") }
+    )]
+    NotPending {
+        /// The call id given.
+        call_id: String,
+        /// What was answered: `an approval` or `an answer`.
+        what: &'static str,
+        /// The calls that are waiting, comma-separated.
+        waiting: String,
+    },
     /// The answer does not match what the suspended tool expects.
     #[error("the answer does not match what the tool expects: {0}")]
     InvalidAnswer(String),

@@ -225,7 +225,7 @@ impl HarnessInner {
 
     /// Drops every pending approval and question: their waiters see the channel close.
     pub(crate) fn cancel_waits(&self) {
-        lock(&self.session.approval).take();
+        lock(&self.session.approvals).clear();
         lock(&self.session.suspensions).clear();
     }
 

@@ -18,6 +18,16 @@ use crate::store::ThreadRecord;
 use crate::task::TaskBoard;
 use crate::tool::ApprovalAnswer;
 
+/// The calls still waiting in `pending`: (call id, tool). Waiters that went away (their run
+/// was aborted, their tool timed out) are dropped first.
+fn waiting<T>(pending: &mut Vec<PendingAnswer<T>>) -> Vec<(String, String)> {
+    pending.retain(PendingAnswer::is_waiting);
+    pending
+        .iter()
+        .map(|p| (p.call_id.clone(), p.tool_name.clone()))
+        .collect()
+}
+
 /// Tools and categories the user allowed for the rest of the session.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -40,7 +50,7 @@ pub struct Session {
     pub(crate) model_id: Mutex<Option<ModelId>>,
     pub(crate) runs: Mutex<RunSlot>,
     pub(crate) idle: Notify,
-    pub(crate) approval: Mutex<Option<PendingAnswer<ApprovalAnswer>>>,
+    pub(crate) approvals: Mutex<Vec<PendingAnswer<ApprovalAnswer>>>,
     pub(crate) suspensions: Mutex<Vec<PendingAnswer<Value>>>,
     pub(crate) grants: Mutex<Grants>,
     pub(crate) usage: Mutex<Usage>,
@@ -79,7 +89,7 @@ impl Session {
             model_id: Mutex::new(model_id),
             runs: Mutex::new(RunSlot::default()),
             idle: Notify::new(),
-            approval: Mutex::new(None),
+            approvals: Mutex::new(Vec::new()),
             suspensions: Mutex::new(Vec::new()),
             grants: Mutex::new(Grants::default()),
             usage: Mutex::new(Usage::default()),
@@ -130,19 +140,16 @@ impl Session {
             .collect()
     }
 
-    /// The call waiting for approval, if any: (call id, tool).
-    pub fn pending_approval(&self) -> Option<(String, String)> {
-        lock(&self.approval)
-            .as_ref()
-            .map(|p| (p.call_id.clone(), p.tool_name.clone()))
+    /// The calls waiting for approval, oldest first: (call id, tool). Several wait at once
+    /// when subagents ask together; answer each with
+    /// [`respond_to_tool_approval`](super::Harness::respond_to_tool_approval).
+    pub fn pending_approvals(&self) -> Vec<(String, String)> {
+        waiting(&mut lock(&self.approvals))
     }
 
     /// The suspended tool calls: (call id, tool).
     pub fn pending_suspensions(&self) -> Vec<(String, String)> {
-        lock(&self.suspensions)
-            .iter()
-            .map(|p| (p.call_id.clone(), p.tool_name.clone()))
-            .collect()
+        waiting(&mut lock(&self.suspensions))
     }
 
     /// What the user allowed for the rest of the session.

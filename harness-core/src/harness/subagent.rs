@@ -268,6 +268,17 @@ impl HarnessInner {
         let observer = Arc::new(move |event| {
             let _ = events.send(event);
         });
+        // The parent's gates and grants apply, and approvals reach the same user.
+        let mut input = RunInput::new(task.clone())
+            .model(model)
+            .abort(ctx.abort.clone())
+            .observer(observer)
+            .channel(Arc::new(SessionChannel::new(Arc::clone(&self))))
+            .session(Arc::clone(&self) as Arc<dyn SessionSource>);
+        // A subagent's records (pseudonyms, memory) belong with the parent thread.
+        if let Some(parent) = self.session.thread_id() {
+            input = input.parent_thread(parent);
+        }
         let result = match &fork_thread {
             Some(fork) => {
                 let mode = self.session.mode_id();
@@ -282,15 +293,10 @@ impl HarnessInner {
                     .into_iter()
                     .map(|m| m.message)
                     .collect();
-                let input = RunInput::new(task.clone())
+                let input = input
                     .history(history)
                     .thread(fork.as_str(), self.session.resource_id())
-                    .mode(mode.as_str())
-                    .model(model)
-                    .abort(ctx.abort.clone())
-                    .observer(observer)
-                    .channel(Arc::new(SessionChannel::new(Arc::clone(&self))))
-                    .session(Arc::clone(&self) as Arc<dyn SessionSource>);
+                    .mode(mode.as_str());
                 kernels.fork.run(input).await
             }
             None => {
@@ -300,13 +306,6 @@ impl HarnessInner {
                         def.id
                     )));
                 };
-                // The parent's gates and grants apply, and approvals reach the same user.
-                let input = RunInput::new(task.clone())
-                    .model(model)
-                    .abort(ctx.abort.clone())
-                    .observer(observer)
-                    .channel(Arc::new(SessionChannel::new(Arc::clone(&self))))
-                    .session(Arc::clone(&self) as Arc<dyn SessionSource>);
                 kernel.run(input).await
             }
         };

@@ -94,41 +94,48 @@ impl Harness {
         Ok(record)
     }
 
-    /// Deletes a thread with its messages and plugin records; if it is the bound thread, the
-    /// run is aborted and the thread unbound.
+    /// Deletes a thread with its messages and plugin records, and the hidden threads its
+    /// forked subagents ran on; if it is the bound thread, the run is aborted and the thread
+    /// unbound.
+    ///
+    /// A thread another harness holds (another process running in it, or another session)
+    /// is not deleted: the error is [`HarnessError::Lock`] naming the holder, as for
+    /// [`switch_thread`](Self::switch_thread). The lock is taken for the deletion and given
+    /// back after it.
     pub async fn delete_thread(&self, thread_id: &str) -> Result<(), HarnessError> {
         let bound = self.session().thread_id().as_deref() == Some(thread_id);
         if bound {
             self.abort();
             self.inner.wait_idle().await;
         }
-        if self.inner.store.thread(thread_id).await?.is_none() {
+        let Some(record) = self.inner.store.thread(thread_id).await? else {
             return Err(HarnessError::ThreadNotFound(thread_id.to_owned()));
+        };
+        if !bound {
+            self.inner.lock.acquire(thread_id).await?;
         }
-        self.inner
-            .store
-            .write(vec![WriteOp::DeleteThread {
-                thread_id: thread_id.to_owned(),
-            }])
-            .await?;
-        if bound {
+        let deleted = self.inner.delete_with_forks(&record).await;
+        if deleted.is_ok() || !bound {
             let _ = self.inner.lock.release(thread_id).await;
+        }
+        let deleted = deleted?;
+        if bound {
             self.session().unbind_thread();
         }
-        let change = ThreadChange {
-            thread_id: thread_id.to_owned(),
-            ..ThreadChange::default()
-        };
         let ctx = self.inner.thread_ctx();
-        // Observe-only: a plugin failing to drop its records is reported through the sink.
-        let _ = self
-            .inner
-            .pipeline
-            .emit::<ThreadDeleted>(change, &ctx)
-            .await;
-        self.inner.emit(HarnessEvent::ThreadDeleted {
-            thread_id: thread_id.to_owned(),
-        });
+        for thread_id in deleted {
+            let change = ThreadChange {
+                thread_id: thread_id.clone(),
+                ..ThreadChange::default()
+            };
+            // Observe-only: a plugin failing to drop its records is reported through the sink.
+            let _ = self
+                .inner
+                .pipeline
+                .emit::<ThreadDeleted>(change, &ctx)
+                .await;
+            self.inner.emit(HarnessEvent::ThreadDeleted { thread_id });
+        }
         Ok(())
     }
 
@@ -407,6 +414,35 @@ impl HarnessInner {
         }
         self.update_thread(|record| change(&mut record.metadata))
             .await
+    }
+
+    /// Deletes `record` and its forks (hidden threads of forked subagents) in one write;
+    /// returns their ids, the forks first.
+    async fn delete_with_forks(&self, record: &ThreadRecord) -> Result<Vec<String>, HarnessError> {
+        let mut deleted: Vec<String> = self
+            .store
+            .threads(Some(&record.resource_id))
+            .await?
+            .into_iter()
+            .filter(|thread| {
+                is_fork(thread)
+                    && thread
+                        .metadata
+                        .get(metadata::PARENT_THREAD)
+                        .and_then(Value::as_str)
+                        == Some(record.id.as_str())
+            })
+            .map(|fork| fork.id)
+            .collect();
+        deleted.push(record.id.clone());
+        let writes = deleted
+            .iter()
+            .map(|thread_id| WriteOp::DeleteThread {
+                thread_id: thread_id.clone(),
+            })
+            .collect();
+        self.store.write(writes).await?;
+        Ok(deleted)
     }
 
     /// Copies a thread (messages with new ids) into a new thread in one atomic write, emits

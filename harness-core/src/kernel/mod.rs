@@ -460,6 +460,7 @@ pub struct RunInput {
     pub(crate) history: Arc<Vec<KernelMessage>>,
     pub(crate) run_id: Option<String>,
     pub(crate) thread_id: Option<Arc<str>>,
+    pub(crate) parent_thread_id: Option<Arc<str>>,
     pub(crate) resource_id: Option<Arc<str>>,
     pub(crate) mode_id: Option<Arc<str>>,
     pub(crate) model: Option<Arc<dyn Model>>,
@@ -493,6 +494,7 @@ impl RunInput {
             history: Arc::default(),
             run_id: None,
             thread_id: None,
+            parent_thread_id: None,
             resource_id: None,
             mode_id: None,
             model: None,
@@ -526,6 +528,13 @@ impl RunInput {
     ) -> Self {
         self.thread_id = Some(thread_id.into());
         self.resource_id = Some(resource_id.into());
+        self
+    }
+
+    /// The thread of the run that spawns this one (a subagent's parent thread); contexts
+    /// carry it as [`BaseCtx::parent_thread_id`](harness_tags::BaseCtx::parent_thread_id).
+    pub fn parent_thread(mut self, thread_id: impl Into<Arc<str>>) -> Self {
+        self.parent_thread_id = Some(thread_id.into());
         self
     }
 

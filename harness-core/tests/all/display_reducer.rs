@@ -137,7 +137,7 @@ fn agent_start_resets_the_run_view_but_keeps_suspensions() {
     assert!(state.active_tools.is_empty());
     assert!(state.tool_input_buffers.is_empty());
     assert!(state.current_message.is_none());
-    assert!(state.pending_approval.is_none());
+    assert!(state.pending_approvals.is_empty());
     assert_eq!(state.pending_suspensions.len(), 1);
     assert_eq!(state.token_usage.input_tokens, 5);
 }
@@ -159,7 +159,7 @@ fn agent_end_clears_the_run_and_fails_unfinished_tools() {
         agent_end(AgentEndReason::Aborted),
     ]);
     assert!(!state.is_running);
-    assert!(state.pending_approval.is_none());
+    assert!(state.pending_approvals.is_empty());
     assert!(state.pending_suspensions.is_empty());
     assert!(state.active_subagents.is_empty());
     assert_eq!(state.active_tools["done"].status, ToolStatus::Completed);
@@ -446,25 +446,59 @@ fn successful_edit_tools_record_modified_files() {
 #[test]
 fn approval_is_pending_until_that_call_starts_or_ends() {
     let mut state = fold(&[approval("t")]);
-    let pending = state.pending_approval.clone().unwrap();
+    let pending = state.pending_approvals[0].clone();
     assert_eq!(pending.tool_call_id, "t");
     assert_eq!(pending.tool_name, "bash");
     assert_eq!(pending.category, Some(ToolCategory::Execute));
     assert_eq!(pending.reason.as_deref(), Some("asks"));
 
     fold_into(&mut state, &[tool_start("other", "read", json!({}), None)]);
-    assert!(
-        state.pending_approval.is_some(),
+    assert_eq!(
+        state.pending_approvals.len(),
+        1,
         "another call does not answer it"
     );
     fold_into(&mut state, &[tool_start("t", "bash", json!({}), None)]);
-    assert!(state.pending_approval.is_none());
+    assert!(state.pending_approvals.is_empty());
 
     fold_into(
         &mut state,
         &[approval("d"), tool_end("d", "declined", true)],
     );
-    assert!(state.pending_approval.is_none());
+    assert!(state.pending_approvals.is_empty());
+}
+
+#[test]
+fn approvals_asked_at_once_are_all_pending_until_each_is_answered() {
+    let mut state = fold(&[approval("a"), approval("b"), approval("a")]);
+    let ids = |state: &DisplayState| -> Vec<String> {
+        state
+            .pending_approvals
+            .iter()
+            .map(|p| p.tool_call_id.clone())
+            .collect()
+    };
+    assert_eq!(
+        ids(&state),
+        ["a", "b"],
+        "oldest first; a replay is one approval"
+    );
+    fold_into(
+        &mut state,
+        &[HarnessEvent::ToolApprovalAnswered {
+            tool_call_id: "b".into(),
+            approved: false,
+        }],
+    );
+    assert_eq!(ids(&state), ["a"]);
+    fold_into(
+        &mut state,
+        &[HarnessEvent::ToolApprovalAnswered {
+            tool_call_id: "a".into(),
+            approved: true,
+        }],
+    );
+    assert!(state.pending_approvals.is_empty());
 }
 
 #[test]
@@ -784,7 +818,7 @@ fn assert_thread_view_reset(state: &DisplayState) {
     assert!(state.current_message.is_none());
     assert!(state.active_tools.is_empty());
     assert!(state.tool_input_buffers.is_empty());
-    assert!(state.pending_approval.is_none());
+    assert!(state.pending_approvals.is_empty());
     assert!(state.pending_suspensions.is_empty());
     assert!(state.active_subagents.is_empty());
     assert!(state.modified_files.is_empty());
@@ -881,7 +915,7 @@ fn the_state_serializes_with_camel_case_fields() {
         "tokenUsage",
         "activeTools",
         "toolInputBuffers",
-        "pendingApproval",
+        "pendingApprovals",
         "pendingSuspensions",
         "activeSubagents",
         "omProgress",

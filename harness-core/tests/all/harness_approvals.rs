@@ -34,22 +34,25 @@ fn deploying(model: ScriptedModel, deploys: Arc<AtomicUsize>) -> HarnessBuilder 
             })
             .category(ToolCategory::Execute),
         )
-        .compose(|c| {
-            c.on(
-                ToolGateResult,
-                |verdict: &GateVerdict, ctx: &ToolCallCtx| {
-                    let granted = ctx.session.granted_tools.contains(&ctx.tool_name)
-                        || ctx
-                            .category
-                            .is_some_and(|c| ctx.session.granted_categories.contains(&c));
-                    if ctx.tool_name == "deploy" && !granted {
-                        GateVerdict::ask("deploys change production")
-                    } else {
-                        verdict.clone()
-                    }
-                },
-            )
-        })
+        .compose(deploys_ask)
+}
+
+/// A gate that asks for `deploy` unless the session granted the tool or its category.
+fn deploys_ask(c: harness_tags::Compose) -> harness_tags::Compose {
+    c.on(
+        ToolGateResult,
+        |verdict: &GateVerdict, ctx: &ToolCallCtx| {
+            let granted = ctx.session.granted_tools.contains(&ctx.tool_name)
+                || ctx
+                    .category
+                    .is_some_and(|c| ctx.session.granted_categories.contains(&c));
+            if ctx.tool_name == "deploy" && !granted {
+                GateVerdict::ask("deploys change production")
+            } else {
+                verdict.clone()
+            }
+        },
+    )
 }
 
 fn deploy_twice() -> ScriptedModel {
@@ -109,17 +112,11 @@ async fn ask_waits_for_the_answer_from_another_task() {
         (tool.as_str(), category),
         ("deploy", Some(ToolCategory::Execute))
     );
-    assert_eq!(
-        harness
-            .session()
-            .pending_approval()
-            .map(|(_, tool)| tool)
-            .as_deref(),
-        Some("deploy")
-    );
-    let state =
-        harness_tests::harness::display_where(&harness, |s| s.pending_approval.is_some()).await;
-    let pending = state.pending_approval.clone().unwrap();
+    let waiting = harness.session().pending_approvals();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].1, "deploy");
+    let state = harness_tests::harness::display_where(&harness, |s| !s.pending_approvals.is_empty()).await;
+    let pending = state.pending_approvals[0].clone();
     assert_eq!(pending.tool_name, "deploy");
     assert_eq!(
         deploys.load(Ordering::SeqCst),
@@ -129,7 +126,7 @@ async fn ask_waits_for_the_answer_from_another_task() {
 
     tokio::spawn({
         let harness = harness.clone();
-        async move { harness.respond_to_tool_approval(ApprovalAnswer::Approve) }
+        async move { harness.respond_to_tool_approval(ApprovalAnswer::Approve, None) }
     })
     .await
     .unwrap()
@@ -137,12 +134,19 @@ async fn ask_waits_for_the_answer_from_another_task() {
     let summary = run.await.unwrap().unwrap();
     assert_eq!(summary.final_text.as_deref(), Some("first run done"));
     assert_eq!(deploys.load(Ordering::SeqCst), 1);
-    assert!(harness.session().pending_approval().is_none());
+    assert!(harness.session().pending_approvals().is_empty());
 
     let error = harness
-        .respond_to_tool_approval(ApprovalAnswer::Approve)
+        .respond_to_tool_approval(ApprovalAnswer::Approve, None)
         .unwrap_err();
     assert!(matches!(error, HarnessError::NothingPending(_)), "{error}");
+    let error = harness
+        .respond_to_tool_approval(ApprovalAnswer::Approve, Some(&pending.tool_call_id))
+        .unwrap_err();
+    assert!(
+        matches!(&error, HarnessError::NotPending { call_id, .. } if *call_id == pending.tool_call_id),
+        "{error}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,9 +158,12 @@ async fn a_decline_reaches_the_model_and_the_tool_never_runs() {
     let run = send(&harness, "ship it");
     approval_requested(&mut events).await;
     harness
-        .respond_to_tool_approval(ApprovalAnswer::Decline {
-            reason: "not on a Friday".into(),
-        })
+        .respond_to_tool_approval(
+            ApprovalAnswer::Decline {
+                reason: "not on a Friday".into(),
+            },
+            None,
+        )
         .unwrap();
     run.await.unwrap().unwrap();
     assert_eq!(deploys.load(Ordering::SeqCst), 0);
@@ -180,7 +187,7 @@ async fn always_allow_tool_becomes_a_session_grant() {
     let run = send(&harness, "ship it");
     approval_requested(&mut events).await;
     harness
-        .respond_to_tool_approval(ApprovalAnswer::AlwaysAllowTool)
+        .respond_to_tool_approval(ApprovalAnswer::AlwaysAllowTool, None)
         .unwrap();
     run.await.unwrap().unwrap();
     assert!(harness.session().grants().tools.contains("deploy"));
@@ -208,7 +215,7 @@ async fn always_allow_category_grants_the_whole_category() {
     let run = send(&harness, "ship it");
     approval_requested(&mut events).await;
     harness
-        .respond_to_tool_approval(ApprovalAnswer::AlwaysAllowCategory)
+        .respond_to_tool_approval(ApprovalAnswer::AlwaysAllowCategory, None)
         .unwrap();
     run.await.unwrap().unwrap();
     assert!(
@@ -267,7 +274,7 @@ async fn abort_cancels_a_pending_approval() {
     harness.abort();
     let summary = run.await.unwrap().unwrap();
     assert_eq!(summary.outcome, RunOutcome::Aborted);
-    assert!(harness.session().pending_approval().is_none());
+    assert!(harness.session().pending_approvals().is_empty());
     assert_eq!(deploys.load(Ordering::SeqCst), 0);
 }
 
@@ -396,7 +403,11 @@ async fn several_suspensions_need_a_call_id() {
     let error = harness
         .respond_to_tool_suspension(json!("x"), Some("no-such-call"))
         .unwrap_err();
-    assert!(matches!(error, HarnessError::NothingPending(_)), "{error}");
+    assert!(
+        matches!(&error, HarnessError::NotPending { call_id, waiting, .. }
+            if call_id == "no-such-call" && waiting.contains(&ask.0) && waiting.contains(&access.0)),
+        "{error}"
+    );
     harness
         .respond_to_tool_suspension(json!({"granted": true}), Some(&access.0))
         .unwrap();
@@ -591,4 +602,183 @@ async fn task_tools_keep_stable_ids_and_emit_task_updated() {
     assert!(harness.session().tasks().tasks().is_empty());
     harness.switch_thread(&thread).await.unwrap();
     assert_eq!(harness.session().tasks().tasks(), tasks);
+}
+
+/// Two subagents run in parallel and both ask to deploy: both approvals wait at once, each is
+/// answered by its call id, and each subagent gets its own answer (one slot used to keep only
+/// the second and silently decline the first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_asked_at_once_by_two_subagents_are_answered_each_by_call_id() {
+    use harness_core::harness::SubagentDef;
+    use harness_core::model::{ModelId, ModelResponse};
+    use harness_tags::{FinishReason, ToolCall};
+
+    let parent = Arc::new(
+        ScriptedModel::new("scripted/lead")
+            .then(Scripted::tool_calls([
+                (
+                    "subagent",
+                    json!({"agentType": "deployer", "task": "deploy a"}),
+                ),
+                (
+                    "subagent",
+                    json!({"agentType": "deployer", "task": "deploy b"}),
+                ),
+            ]))
+            .then(Scripted::text("both handled")),
+    );
+    // Each deployer asks for `deploy` with its own call id, then reports the result it got.
+    let deployer = Scripted::Respond(Arc::new(|request: &ModelRequest| {
+        let task = request
+            .messages
+            .iter()
+            .find_map(|m| match m {
+                KernelMessage::User { content } => content.strip_prefix("deploy "),
+                _ => None,
+            })
+            .unwrap_or("?")
+            .to_owned();
+        match tool_results(request).pop() {
+            Some(result) => Scripted::text(format!("{task}: {result}")),
+            None => Scripted::Response(ModelResponse {
+                tool_calls: vec![ToolCall {
+                    id: format!("deploy-{task}"),
+                    name: "deploy".into(),
+                    arguments: json!({"target": task}),
+                }],
+                finish_reason: FinishReason::ToolCalls,
+                ..ModelResponse::default()
+            }),
+        }
+    }));
+    let child = Arc::new(
+        (0..4).fold(ScriptedModel::new("scripted/deployer"), |model, _| {
+            model.then(deployer.clone())
+        }),
+    );
+    let deployed = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let harness = Harness::builder("ops")
+        .mode(Mode::new("build").default_model("scripted/lead"))
+        .model_resolver({
+            let (parent, child) = (Arc::clone(&parent), Arc::clone(&child));
+            move |id: &ModelId| {
+                let model: Arc<dyn harness_core::model::Model> =
+                    if id.as_str() == "scripted/deployer" {
+                        child.clone()
+                    } else {
+                        parent.clone()
+                    };
+                Ok(model)
+            }
+        })
+        .tool(
+            tool_fn("deploy", "Deploys a target.", {
+                let deployed = Arc::clone(&deployed);
+                move |args: Value, _| {
+                    let deployed = Arc::clone(&deployed);
+                    async move {
+                        let target = args["target"].as_str().unwrap_or_default().to_owned();
+                        deployed.lock().unwrap().push(target.clone());
+                        Ok::<_, ToolError>(format!("deployed {target}"))
+                    }
+                }
+            })
+            .category(ToolCategory::Execute),
+        )
+        .subagent(
+            SubagentDef::new("deployer", "Deployer", "Deploys one target.", "You deploy.")
+                .allowed_harness_tools(["deploy"])
+                .default_model(ModelId::new("scripted/deployer").unwrap()),
+        )
+        .compose(deploys_ask)
+        .build()
+        .unwrap();
+    let mut events = harness.subscribe();
+    let run = send(&harness, "deploy both");
+
+    // Both wait at once, in the session and in the display state.
+    let state = harness_tests::harness::display_where(&harness, |s| s.pending_approvals.len() == 2).await;
+    let mut shown: Vec<&str> = state
+        .pending_approvals
+        .iter()
+        .map(|p| p.tool_call_id.as_str())
+        .collect();
+    shown.sort_unstable();
+    assert_eq!(shown, ["deploy-a", "deploy-b"]);
+    let mut waiting: Vec<String> = harness
+        .session()
+        .pending_approvals()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    waiting.sort();
+    assert_eq!(waiting, ["deploy-a", "deploy-b"]);
+
+    // Without a call id the answer is refused, naming both.
+    let error = harness
+        .respond_to_tool_approval(ApprovalAnswer::Approve, None)
+        .unwrap_err();
+    assert!(
+        matches!(error, HarnessError::AmbiguousApproval(_)),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("deploy-a") && message.contains("deploy-b"),
+        "{message}"
+    );
+
+    harness
+        .respond_to_tool_approval(
+            ApprovalAnswer::Decline {
+                reason: "b is frozen".into(),
+            },
+            Some("deploy-b"),
+        )
+        .unwrap();
+    harness
+        .respond_to_tool_approval(ApprovalAnswer::Approve, Some("deploy-a"))
+        .unwrap();
+    let summary = run.await.unwrap().unwrap();
+    assert_eq!(summary.final_text.as_deref(), Some("both handled"));
+
+    assert_eq!(
+        *deployed.lock().unwrap(),
+        ["a"],
+        "only the approved call ran"
+    );
+    let results = tool_results(parent.requests().last().unwrap());
+    assert!(
+        results.iter().any(|r| r.starts_with("a: deployed a")),
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|r| r.starts_with("b: ") && r.contains("b is frozen")),
+        "{results:?}"
+    );
+    let mut answered = Vec::new();
+    while answered.len() < 2 {
+        answered.push(
+            next_matching(&mut events, |e| match e {
+                HarnessEvent::ToolApprovalAnswered {
+                    tool_call_id,
+                    approved,
+                } => Some((tool_call_id.clone(), *approved)),
+                _ => None,
+            })
+            .await,
+        );
+    }
+    answered.sort();
+    assert_eq!(
+        answered,
+        [
+            ("deploy-a".to_owned(), true),
+            ("deploy-b".to_owned(), false)
+        ]
+    );
+    assert!(harness.display_state().pending_approvals.is_empty());
+    assert!(harness.session().pending_approvals().is_empty());
 }

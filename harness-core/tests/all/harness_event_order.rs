@@ -93,9 +93,9 @@ async fn approvals_tool_output_and_tasks_come_after_what_caused_them() {
         let Delivery::Event(event) = delivery else {
             panic!("no event may be missed here");
         };
-        if matches!(&event.event, HarnessEvent::ToolApprovalRequired { .. }) {
+        if let HarnessEvent::ToolApprovalRequired { tool_call_id, .. } = &event.event {
             harness
-                .respond_to_tool_approval(ApprovalAnswer::Approve)
+                .respond_to_tool_approval(ApprovalAnswer::Approve, Some(tool_call_id))
                 .unwrap();
         }
         let end = matches!(&event.event, HarnessEvent::AgentEnd { .. });

@@ -266,6 +266,26 @@ async fn a_forked_subagent_works_on_a_hidden_copy_with_the_parents_tools() {
         harness.session().tasks().tasks().is_empty(),
         "the fork's task_write was a stub"
     );
+
+    // Deleting the parent deletes its fork: no copy of the conversation stays behind.
+    let mut events = harness.subscribe();
+    harness.delete_thread(&parent_thread).await.unwrap();
+    assert!(harness.list_threads(true).await.unwrap().is_empty());
+    assert!(
+        harness
+            .list_messages(Some(&fork.id))
+            .await
+            .unwrap_or_default()
+            .is_empty()
+    );
+    let deleted: Vec<String> = drain(&mut events)
+        .iter()
+        .filter_map(|envelope| match &envelope.event {
+            HarnessEvent::ThreadDeleted { thread_id } => Some(thread_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted, [fork.id.clone(), parent_thread]);
 }
 
 #[tokio::test]

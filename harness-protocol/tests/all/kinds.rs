@@ -83,6 +83,10 @@ pub(crate) fn one_of_each() -> Vec<HarnessEvent> {
             category: None,
             reason: Some(text("asks")),
         },
+        HarnessEvent::ToolApprovalAnswered {
+            tool_call_id: text("c1"),
+            approved: true,
+        },
         HarnessEvent::ToolSuspended {
             tool_call_id: text("c1"),
             tool_name: text("ask_user"),

@@ -101,12 +101,37 @@ pub struct BaseCtx {
     pub run_id: Arc<str>,
     /// The thread the run belongs to, if it runs inside a harness session.
     pub thread_id: Option<Arc<str>>,
+    /// The thread of the run that spawned this one: a subagent's parent thread (a fresh
+    /// subagent has no thread of its own; a forked one runs on a hidden copy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_thread_id: Option<Arc<str>>,
     /// The resource (project, user) the thread belongs to.
     pub resource_id: Option<Arc<str>>,
     /// The active mode, if any.
     pub mode_id: Option<Arc<str>>,
     /// The model in use, `provider/name`.
     pub model_id: Arc<str>,
+}
+
+impl BaseCtx {
+    /// The thread whose records this emit belongs with: the parent thread of a subagent's
+    /// run, else the run's own thread. Plugins that keep per-thread state (a pseudonym vault,
+    /// memory) key it by this, so a subagent shares its parent's state, never another
+    /// thread's, and deleting the parent drops it.
+    ///
+    /// ```
+    /// use harness_tags::BaseCtx;
+    ///
+    /// let subagent = BaseCtx { parent_thread_id: Some("t1".into()), ..BaseCtx::default() };
+    /// assert_eq!(subagent.root_thread_id(), Some("t1"));
+    /// let run = BaseCtx { thread_id: Some("t2".into()), ..BaseCtx::default() };
+    /// assert_eq!(run.root_thread_id(), Some("t2"));
+    /// ```
+    pub fn root_thread_id(&self) -> Option<&str> {
+        self.parent_thread_id
+            .as_deref()
+            .or(self.thread_id.as_deref())
+    }
 }
 
 /// How serious a nudge is.

@@ -40,10 +40,12 @@ pub enum RedactionError {
         /// The limit.
         max: usize,
     },
-    /// The pseudonym vault of a thread is full.
+    /// The pseudonym vault of a thread is full (see [`Vault`](crate::Vault)).
     #[error(
-        "the pseudonym vault of thread `{thread}` holds its maximum of {max} values; raise \
-         `vault_capacity`, or delete old threads so their vaults are dropped"
+        "the pseudonym vault of {} holds its maximum of {max} values (its subagents' \
+         included), so a new value cannot get a pseudonym and the text is withheld; raise \
+         `vault_capacity` (default 100,000), or start a new thread",
+        if thread.is_empty() { "text outside any thread".to_owned() } else { format!("thread `{thread}`") }
     )]
     VaultFull {
         /// The thread (empty outside a thread).

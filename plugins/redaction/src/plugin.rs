@@ -137,6 +137,10 @@ pub struct RedactionConfig {
     /// The largest text redacted, in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_input_bytes: Option<usize>,
+    /// The most values the pseudonym vault keeps per thread (default 100,000; see
+    /// [`Vault`](crate::Vault)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vault_capacity: Option<usize>,
 }
 
 /// A custom regex detector in a [`RedactionConfig`].
@@ -200,6 +204,9 @@ impl RedactionConfig {
         if let Some(max) = self.max_input_bytes {
             builder = builder.max_input_bytes(max);
         }
+        if let Some(max) = self.vault_capacity {
+            builder = builder.vault_capacity(max);
+        }
         builder.build()
     }
 }
@@ -213,7 +220,9 @@ impl RedactionConfig {
 ///
 /// When an operator is [`Operator::Pseudonym`], a `tool.call` handler restores pseudonyms in
 /// the call's arguments to the real values, so a tool can act on data the model never saw;
-/// `thread.deleted` drops a thread's vault and `thread.cloned` copies it.
+/// `thread.deleted` drops a thread's vault and `thread.cloned` copies it. Subagents use their
+/// parent thread's vault ([`BaseCtx::root_thread_id`]): a pseudonym a subagent saw resolves
+/// in its parent's tool calls and in no other thread's.
 #[derive(Clone, Debug)]
 pub struct Redaction {
     redactor: Result<Arc<Redactor>, RedactionError>,
@@ -369,21 +378,24 @@ impl TextFn {
     }
 }
 
+/// The thread whose vault an emit uses: a subagent's parent thread, else the run's thread
+/// (see [`BaseCtx::root_thread_id`]).
 fn thread(base: &BaseCtx) -> Option<&str> {
-    base.thread_id.as_deref()
+    base.root_thread_id()
 }
 
-/// The thread id of an `observation.*` emit, whatever its context type.
+/// The vault thread of an `observation.*` emit, whatever its context type.
 fn observation_thread(info: &TagInfo<'_>) -> Option<String> {
     if let Some(ctx) = info.ctx::<ToolResultCtx>() {
-        return ctx.base.thread_id.as_deref().map(str::to_owned);
+        return thread(&ctx.base).map(str::to_owned);
     }
     if let Some(ctx) = info.ctx::<MemoryCtx>() {
-        return ctx.base.thread_id.as_deref().map(str::to_owned);
+        return thread(&ctx.base).map(str::to_owned);
     }
     info.ctx_json().ok().and_then(|ctx| {
-        ctx.get("threadId")
-            .and_then(Value::as_str)
+        ["parentThreadId", "threadId"]
+            .into_iter()
+            .find_map(|key| ctx.get(key).and_then(Value::as_str))
             .map(str::to_owned)
     })
 }

@@ -160,7 +160,8 @@ impl RedactorBuilder {
         self
     }
 
-    /// The most values the pseudonym vault keeps per thread (default 100,000).
+    /// The most values the pseudonym vault keeps per thread, at least 1 (default 100,000;
+    /// see [`Vault`] for what happens past it).
     pub fn vault_capacity(mut self, max: usize) -> Self {
         self.vault_capacity = max;
         self
@@ -172,6 +173,13 @@ impl RedactorBuilder {
             return Err(RedactionError::Config {
                 setting: "hash_len",
                 message: format!("{} is out of range; use 4 to 32 hex digits", self.hash_len),
+            });
+        }
+        if self.vault_capacity == 0 {
+            return Err(RedactionError::Config {
+                setting: "vault_capacity",
+                message: "0 leaves no room for a pseudonym; use at least 1 (default 100,000)"
+                    .to_owned(),
             });
         }
         let disabled = self.disabled;

@@ -4,6 +4,22 @@
 //! pseudonym back in a tool call, the plugin's `tool.call` handler restores the real value
 //! so the tool acts on data the model never saw. Vaults live in memory, per thread; the
 //! plugin drops a thread's vault on `thread.deleted` and copies it on `thread.cloned`.
+//!
+//! **Which thread.** The plugin keys the vault by the thread a run's records belong with
+//! ([`BaseCtx::root_thread_id`](harness_tags::BaseCtx::root_thread_id)): a subagent, fresh or
+//! forked, uses its parent thread's vault, so what it saw resolves in the parent's tool
+//! calls, never in another thread's, and goes when the parent is deleted. Text redacted
+//! outside any thread shares one vault, under the empty key.
+//!
+//! **The cap.** A thread's vault holds at most `vault_capacity` values: 100,000 unless set
+//! with [`RedactorBuilder::vault_capacity`](crate::RedactorBuilder::vault_capacity) or
+//! `vaultCapacity` in a [`RedactionConfig`](crate::RedactionConfig). That bounds what one
+//! thread can make the process keep (each value is held twice, with its token: some 20-30 MB
+//! for 100,000 short values). A value already in the vault keeps its pseudonym past the cap;
+//! a new one fails with [`RedactionError::VaultFull`], which names the thread and the cap.
+//! The plugin's handlers are fail-closed, so the text holding that value is withheld (the
+//! model is told a safety handler could not process it, and the harness publishes an `error`
+//! event with the message): never the real value, never a token that cannot be restored.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};

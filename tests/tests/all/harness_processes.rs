@@ -1,6 +1,7 @@
 //! A harness on a SQLite file across processes: a child killed with SIGKILL in the middle of
-//! a streaming run loses nothing it acknowledged (messages, mode, model, token usage), and
-//! two processes racing for one thread get exactly one winner.
+//! a streaming run loses nothing it acknowledged (messages, mode, model, token usage), two
+//! processes racing for one thread get exactly one winner, and a thread another process runs
+//! in cannot be deleted under it.
 //!
 //! The children are this test binary re-run with `HARNESS_CHILD_ROLE` set: the test
 //! `child_process_entry_point` plays the role and reports on stdout, one `child-says:` line at
@@ -113,6 +114,12 @@ fn child_process_entry_point() {
                     Err(error @ HarnessError::Lock(_)) => say(&format!("lost: {error}")),
                     Err(other) => say(&format!("failed: {other}")),
                 }
+            }
+            "hold" => {
+                let thread_id = std::env::var(THREAD).unwrap();
+                harness.switch_thread(&thread_id).await.unwrap();
+                say(&format!("holding {}", std::process::id()));
+                park_until_killed();
             }
             other => panic!("unknown child role {other}"),
         }
@@ -244,4 +251,48 @@ fn two_processes_racing_for_one_thread_get_one_winner() {
     for (child, _) in racers {
         kill(child);
     }
+}
+
+#[test]
+fn a_thread_another_process_runs_in_is_not_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("harness.db");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let harness = harness_on(&db);
+    let thread_id = runtime.block_on(async {
+        let thread = harness.create_thread(Some("busy".into())).await.unwrap();
+        harness
+            .create_thread(Some("elsewhere".into()))
+            .await
+            .unwrap();
+        thread.id
+    });
+
+    let (child, mut reports) = spawn_child("hold", &db, &thread_id);
+    let report = next_report(&mut reports).unwrap();
+    let pid = report.strip_prefix("holding ").unwrap();
+    let error = runtime
+        .block_on(harness.delete_thread(&thread_id))
+        .unwrap_err();
+    assert!(matches!(error, HarnessError::Lock(_)), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains(&thread_id), "{message}");
+    assert!(
+        message.contains(&format!("process {pid}")),
+        "the holder is named: {message}"
+    );
+    let listed = runtime.block_on(harness.list_threads(false)).unwrap();
+    assert!(
+        listed.iter().any(|t| t.id == thread_id),
+        "the thread and its messages are still there"
+    );
+
+    // Once its holder is gone, the thread can be deleted.
+    kill(child);
+    runtime.block_on(harness.delete_thread(&thread_id)).unwrap();
+    let listed = runtime.block_on(harness.list_threads(false)).unwrap();
+    assert!(listed.iter().all(|t| t.id != thread_id));
 }

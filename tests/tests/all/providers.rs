@@ -6,6 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use harness_core::model::sse::{
+    DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SseLimit, SseLimits,
+};
 use harness_core::model::{
     AnthropicModel, FinishReason, KernelMessage, Model, ModelCatalog, ModelError, ModelRequest,
     ModelResponse, OpenAiModel, ProviderConfig, ResponseAssembler, RetryPolicy, StreamEvent,
@@ -603,6 +606,57 @@ async fn openai_non_stream_success_body_is_an_invalid_response() {
     );
 }
 
+/// Runs a call against a server whose body never ends; the call must fail with the typed
+/// error naming the limit, once, without a retry (the test ending at all shows the client
+/// stopped reading: the server only stops when the client closes the connection).
+async fn endless(server: &MockLlm, model: &dyn Model, limit: SseLimit, max: u64) -> ModelError {
+    let error = call_with_retries(model, &user("hi"), &quick_retries())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ModelError::LimitExceeded { limit: l, max: m, .. } if *l == limit && *m == max),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains(limit.setting()), "{error}");
+    assert_eq!(server.requests().len(), 1, "a broken limit is not retried");
+    error
+}
+
+#[tokio::test]
+async fn openai_endless_line_fails_at_the_default_line_limit() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(
+        MockResponse::sse(["data: {\"choices\":[{\"delta\":{\"content\":\""])
+            .then_forever("x".repeat(64 * 1024)),
+    );
+    let error = endless(
+        &server,
+        &openai_model(&server),
+        SseLimit::Line,
+        DEFAULT_MAX_LINE_BYTES as u64,
+    )
+    .await;
+    assert!(error.to_string().contains("openai"), "{error}");
+}
+
+#[tokio::test]
+async fn openai_endless_data_lines_fail_at_a_configured_event_limit() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(
+        MockResponse::sse(["event: message\n"]).then_forever("data: 0123456789\n".repeat(1024)),
+    );
+    let limits = SseLimits {
+        max_event_bytes: 256 * 1024,
+        ..SseLimits::default()
+    };
+    let model = OpenAiModel::new(
+        "openai/gpt-4o",
+        ProviderConfig::new(server.url()).with_sse_limits(limits),
+    )
+    .unwrap();
+    endless(&server, &model, SseLimit::Event, 256 * 1024).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Anthropic Messages
 
@@ -1031,6 +1085,40 @@ async fn anthropic_context_overflow() {
 
 // ---------------------------------------------------------------------------------------------
 // The catalog builds working clients
+
+#[tokio::test]
+async fn anthropic_endless_data_lines_fail_at_the_default_event_limit() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(
+        MockResponse::sse(["event: content_block_delta\n"])
+            .then_forever("data: {\"type\":\"content_block_delta\"}\n".repeat(2048)),
+    );
+    endless(
+        &server,
+        &anthropic_model(&server),
+        SseLimit::Event,
+        DEFAULT_MAX_EVENT_BYTES as u64,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn anthropic_endless_keep_alives_fail_at_a_configured_body_limit() {
+    let server = MockLlm::start().await.unwrap();
+    server.push(
+        MockResponse::sse([anthropic::event("ping", &json!({"type": "ping"}))])
+            .then_forever(": keep-alive\n".repeat(1024)),
+    );
+    let model = AnthropicModel::new(
+        "anthropic/claude-sonnet-4-5",
+        ProviderConfig::new(server.url()).with_sse_limits(SseLimits {
+            max_body_bytes: 1024 * 1024,
+            ..SseLimits::default()
+        }),
+    )
+    .unwrap();
+    endless(&server, &model, SseLimit::Body, 1024 * 1024).await;
+}
 
 #[tokio::test]
 async fn resolved_models_talk_to_their_provider() {

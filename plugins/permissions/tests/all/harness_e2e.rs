@@ -79,7 +79,11 @@ async fn a_run_under_the_rule_chain() {
                     continue;
                 };
                 match &event.event {
-                    HarnessEvent::ToolApprovalRequired { tool_name, .. } => {
+                    HarnessEvent::ToolApprovalRequired {
+                        tool_call_id,
+                        tool_name,
+                        ..
+                    } => {
                         asked.push(tool_name.clone());
                         let answer = if tool_name == "deploy" {
                             ApprovalAnswer::AlwaysAllowTool
@@ -88,7 +92,9 @@ async fn a_run_under_the_rule_chain() {
                                 reason: "not now".into(),
                             }
                         };
-                        harness.respond_to_tool_approval(answer).unwrap();
+                        harness
+                            .respond_to_tool_approval(answer, Some(tool_call_id))
+                            .unwrap();
                     }
                     HarnessEvent::AgentEnd { .. } => {
                         runs_ended += 1;
@@ -169,9 +175,12 @@ async fn grants_can_persist_with_the_thread() {
     let _ui = first.listen({
         let first = first.clone();
         move |event| {
-            if let HarnessEvent::ToolApprovalRequired { .. } = &event.event {
+            if let HarnessEvent::ToolApprovalRequired { tool_call_id, .. } = &event.event {
                 first
-                    .respond_to_tool_approval(ApprovalAnswer::AlwaysAllowCategory)
+                    .respond_to_tool_approval(
+                        ApprovalAnswer::AlwaysAllowCategory,
+                        Some(tool_call_id),
+                    )
                     .unwrap();
             }
         }

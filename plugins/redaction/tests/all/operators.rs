@@ -119,10 +119,38 @@ fn a_full_vault_is_an_error_not_a_leak() {
         .vault_capacity(1)
         .build()
         .unwrap();
-    r.redact_in("a@example.com", Some("t")).unwrap();
+    let first = r
+        .redact_in("a@example.com", Some("t"))
+        .unwrap()
+        .text
+        .into_owned();
     let error = r.redact_in("b@example.com", Some("t")).unwrap_err();
     assert!(
         matches!(error, RedactionError::VaultFull { max: 1, .. }),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("thread `t`") && message.contains("vault_capacity"),
+        "the error names the thread and the setting: {message}"
+    );
+    // A value the vault holds keeps its pseudonym; other threads have their own room.
+    assert_eq!(r.redact_in("a@example.com", Some("t")).unwrap().text, first);
+    r.redact_in("b@example.com", Some("u")).unwrap();
+    let outside = r.redact_in("c@example.com", None).unwrap();
+    assert!(!outside.text.contains("c@example.com"));
+    let error = r.redact_in("d@example.com", None).unwrap_err();
+    assert!(error.to_string().contains("outside any thread"), "{error}");
+
+    let error = Redactor::builder().vault_capacity(0).build().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            RedactionError::Config {
+                setting: "vault_capacity",
+                ..
+            }
+        ),
         "{error}"
     );
 }
