@@ -45,8 +45,8 @@ pub(crate) enum Recorded {
     Kernel(KernelEvent),
     Flush(oneshot::Sender<()>),
     /// A harness event (an approval, a question, the task list) published in its place among
-    /// the run's events.
-    Event(HarnessEvent),
+    /// the run's events (boxed: it is rare, and the largest event would size every item).
+    Event(Box<HarnessEvent>),
     /// Output a running tool reported, published through `tool.output-delta`.
     Output {
         call_id: String,
@@ -98,6 +98,10 @@ impl RunQueue {
     }
 
     /// Queues an item for the active run's recorder; gives it back when no run records.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the error is the caller's own item handed back, moved as it came in"
+    )]
     pub(crate) fn send(&self, item: Recorded) -> Result<(), Recorded> {
         let mut state = lock(&self.state);
         if state.phase == QueuePhase::Idle {
@@ -270,7 +274,7 @@ impl Recorder {
         let event = match item {
             Recorded::Kernel(event) => event,
             Recorded::Flush(done) => return steps.push(Step::Flush(done)),
-            Recorded::Event(event) => return steps.push(Step::Emit(event)),
+            Recorded::Event(event) => return steps.push(Step::Emit(*event)),
             Recorded::Output { call_id, progress } => {
                 return steps.push(Step::Output { call_id, progress });
             }

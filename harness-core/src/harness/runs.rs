@@ -381,8 +381,8 @@ impl HarnessInner {
     /// output after its start, an approval after the text that led to it); at once without a
     /// run.
     pub(crate) fn emit_in_order(&self, event: HarnessEvent) {
-        if let Err(Recorded::Event(event)) = self.queue.send(Recorded::Event(event)) {
-            self.emit(event);
+        if let Err(Recorded::Event(event)) = self.queue.send(Recorded::Event(Box::new(event))) {
+            self.emit(*event);
         }
     }
 

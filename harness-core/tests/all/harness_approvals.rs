@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use harness_core::event::{HarnessEvent, Subscription};
 use harness_core::harness::{Harness, HarnessBuilder, HarnessError, Mode, RunOutcome, RunSummary};
-use harness_core::model::{Scripted, ScriptedModel};
+use harness_core::model::{ModelRequest, Scripted, ScriptedModel};
 use harness_core::task::TaskStatus;
 use harness_core::tool::{ApprovalAnswer, ToolError, tool_fn};
 use harness_tags::tags::ToolGateResult;
-use harness_tags::{GateVerdict, ToolCallCtx, ToolCategory};
+use harness_tags::{GateVerdict, KernelMessage, ToolCallCtx, ToolCategory};
 use harness_tests::harness::next_matching;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -115,7 +115,8 @@ async fn ask_waits_for_the_answer_from_another_task() {
     let waiting = harness.session().pending_approvals();
     assert_eq!(waiting.len(), 1);
     assert_eq!(waiting[0].1, "deploy");
-    let state = harness_tests::harness::display_where(&harness, |s| !s.pending_approvals.is_empty()).await;
+    let state =
+        harness_tests::harness::display_where(&harness, |s| !s.pending_approvals.is_empty()).await;
     let pending = state.pending_approvals[0].clone();
     assert_eq!(pending.tool_name, "deploy");
     assert_eq!(
@@ -638,7 +639,7 @@ async fn approvals_asked_at_once_by_two_subagents_are_answered_each_by_call_id()
             })
             .unwrap_or("?")
             .to_owned();
-        match tool_results(request).pop() {
+        match request.tool_results().pop() {
             Some(result) => Scripted::text(format!("{task}: {result}")),
             None => Scripted::Response(ModelResponse {
                 tool_calls: vec![ToolCall {
@@ -697,7 +698,8 @@ async fn approvals_asked_at_once_by_two_subagents_are_answered_each_by_call_id()
     let run = send(&harness, "deploy both");
 
     // Both wait at once, in the session and in the display state.
-    let state = harness_tests::harness::display_where(&harness, |s| s.pending_approvals.len() == 2).await;
+    let state =
+        harness_tests::harness::display_where(&harness, |s| s.pending_approvals.len() == 2).await;
     let mut shown: Vec<&str> = state
         .pending_approvals
         .iter()
@@ -747,7 +749,8 @@ async fn approvals_asked_at_once_by_two_subagents_are_answered_each_by_call_id()
         ["a"],
         "only the approved call ran"
     );
-    let results = tool_results(parent.requests().last().unwrap());
+    let last = parent.requests().pop().unwrap();
+    let results = last.tool_results();
     assert!(
         results.iter().any(|r| r.starts_with("a: deployed a")),
         "{results:?}"

@@ -153,7 +153,11 @@ async fn a_run_on_a_thread_deleted_behind_the_harness_is_refused() {
         "{:?}",
         summary.error
     );
-    assert_eq!(model.requests().len(), 1, "nothing was sent for a missing thread");
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "nothing was sent for a missing thread"
+    );
 }
 
 #[tokio::test]
@@ -171,16 +175,16 @@ async fn switching_cloning_and_deleting_keep_each_thread_its_own_conversation() 
     send(&harness, "a again").await;
     assert_eq!(last_sent(&model), ["in a", "ok", "a again"]);
 
-    let clone = harness
-        .clone_thread(CloneOptions::default())
-        .await
-        .unwrap();
+    let clone = harness.clone_thread(CloneOptions::default()).await.unwrap();
     send(&harness, "in the clone").await;
     assert_eq!(
         last_sent(&model),
         ["in a", "ok", "a again", "ok", "in the clone"]
     );
-    assert_eq!(harness.session().thread_id().as_deref(), Some(clone.id.as_str()));
+    assert_eq!(
+        harness.session().thread_id().as_deref(),
+        Some(clone.id.as_str())
+    );
     assert_eq!(
         stored(&*store, &a.id).await,
         ["in a", "ok", "a again", "ok"],
@@ -196,7 +200,10 @@ async fn switching_cloning_and_deleting_keep_each_thread_its_own_conversation() 
     send(&harness, "after the delete").await;
     let bound = harness.session().thread_id().unwrap();
     assert_ne!(bound, b.id);
-    assert_eq!(last_sent(&model).last().map(String::as_str), Some("after the delete"));
+    assert_eq!(
+        last_sent(&model).last().map(String::as_str),
+        Some("after the delete")
+    );
     assert!(!last_sent(&model).iter().any(|text| text.contains("in b")));
 }
 
@@ -220,7 +227,10 @@ async fn another_connection_to_the_sqlite_file_appending_is_seen_by_the_next_run
         .await
         .unwrap();
     send(&harness, "two").await;
-    assert_eq!(last_sent(&model), ["one", "ok", "written by the other", "two"]);
+    assert_eq!(
+        last_sent(&model),
+        ["one", "ok", "written by the other", "two"]
+    );
     // And the other sees the harness's messages.
     assert_eq!(
         stored(&other, &thread.id).await,
@@ -286,7 +296,10 @@ async fn after_a_failed_write_the_next_run_sends_what_was_stored() {
 
     send(&harness, "next").await;
     assert_eq!(last_sent(&model), ["kept", "ok", "next"]);
-    assert_eq!(stored(&*store, &thread.id).await, ["kept", "ok", "next", "ok"]);
+    assert_eq!(
+        stored(&*store, &thread.id).await,
+        ["kept", "ok", "next", "ok"]
+    );
 }
 
 #[tokio::test]

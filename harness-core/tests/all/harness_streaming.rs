@@ -97,7 +97,10 @@ fn a_one_megabyte_answer_in_small_deltas_costs_linear_memory_and_output() {
         })
         .expect("the answer is stored");
     let expected: String = (0..DELTAS).map(delta).collect();
-    assert!(answer == expected, "the stored answer is not the deltas in order");
+    assert!(
+        answer == expected,
+        "the stored answer is not the deltas in order"
+    );
     assert_eq!(deltas_seen.load(Ordering::Relaxed), DELTAS as u64);
 
     // Linear bounds with room for framing: an event, its envelope and its JSON line per
