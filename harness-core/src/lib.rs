@@ -7,8 +7,8 @@
 //!   registry, and the harness's own tools (questions, plans, tasks, subagents).
 //! - [`harness`]: [`Harness`] and its [`Session`](harness::Session): threads, modes, runs,
 //!   approvals, suspensions, subagents, heartbeats.
-//! - [`event`] and [`display`]: the bus and hub that carry the harness's events, and the
-//!   scheduler that publishes display-state snapshots.
+//! - [`event`] and [`display`]: the harness's events and display state, with the bus, hub
+//!   and scheduler of [`harness_events`] that carry them.
 //! - [`task`]: the task list the task tools edit.
 //!
 //! The crates below it are re-exported under their old paths: [`model`]

@@ -2,7 +2,7 @@
 //! from the event stream.
 //!
 //! - The state and its pure reducer live in [`harness_protocol`] and are re-exported here.
-//! - [`DisplayScheduler`] (from [`crate::event::scheduler`]) folds every event at once and publishes
+//! - [`DisplayScheduler`] (from [`harness_events`]) folds every event at once and publishes
 //!   `Arc<DisplayState>` snapshots, batched (250 ms window, 500 ms ceiling) or at once for the
 //!   events that matter to a human ([`flushes_at_once`]).
 //! - The harness runtime drives both through an [`EventHub`](crate::event::EventHub):
@@ -20,8 +20,6 @@
 //! # });
 //! ```
 
-pub use crate::event::scheduler::{
-    DisplayConfig, DisplayScheduler, DisplayStateStream, flushes_at_once,
-};
+pub use harness_events::{DisplayConfig, DisplayScheduler, DisplayStateStream, flushes_at_once};
 pub use harness_protocol::display::*;
 pub use harness_protocol::{WallClock, reduce, reduce_with_clock};

@@ -6,8 +6,6 @@
 
 mod allocations;
 mod display_reducer;
-mod display_scheduler;
-mod event_bus;
 mod harness_approvals;
 mod harness_conversation;
 mod harness_event_order;

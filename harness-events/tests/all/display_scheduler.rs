@@ -5,13 +5,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harness_core::display::{
-    DisplayConfig, DisplayScheduler, DisplayState, ToolStatus, flushes_at_once,
+use harness_events::{
+    Delivery, DisplayConfig, DisplayScheduler, EventHub, EventHubConfig, Subscription,
+    flushes_at_once,
 };
-use harness_core::event::{
-    AgentEndReason, Delivery, EventHub, EventHubConfig, HarnessEvent, HarnessMessage, MessageRole,
-    ModelScope, OutputStream, Subscription, ThreadInfo,
-};
+use harness_protocol::display::{DisplayState, ToolStatus};
+use harness_protocol::event::{AgentEndReason, HarnessEvent, ModelScope, OutputStream, ThreadInfo};
+use harness_protocol::{HarnessMessage, MessageRole};
 use harness_tags::{ToolCategory, Usage};
 use serde_json::json;
 use tokio::time::Instant;

@@ -6,9 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt;
-use harness_core::event::{
-    Delivery, EventBus, EventEnvelope, EventSink, HarnessEvent, Subscription,
-};
+use harness_events::{Delivery, EventBus, EventSink, Subscription};
+use harness_protocol::{EventEnvelope, HarnessEvent};
 
 fn info(text: &str) -> HarnessEvent {
     HarnessEvent::Info {
@@ -107,7 +106,7 @@ fn a_zero_or_huge_capacity_is_clamped_instead_of_panicking() {
     assert_eq!(EventBus::new(0).capacity(), 1);
     assert_eq!(
         EventBus::new(usize::MAX).capacity(),
-        harness_core::event::bus::MAX_CAPACITY
+        harness_events::bus::MAX_CAPACITY
     );
 }
 

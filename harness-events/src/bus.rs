@@ -36,7 +36,7 @@ use tokio::sync::broadcast;
 use harness_protocol::{EventEnvelope, EventScope};
 use harness_tags::util::{coarse_unix_ms, lock};
 
-use super::HarnessEvent;
+use harness_protocol::HarnessEvent;
 
 /// The number of events kept for each subscriber when none is given.
 pub const DEFAULT_CAPACITY: usize = 1024;

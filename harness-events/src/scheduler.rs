@@ -39,7 +39,7 @@ use harness_tags::util::{lock, unix_ms};
 
 use harness_protocol::{DisplayState, HarnessEvent, WallClock, reduce_with_clock};
 
-use super::bus::EventBus;
+use crate::bus::EventBus;
 
 /// The batching window: a snapshot goes out once no event came for this long.
 pub const DEFAULT_WINDOW: Duration = Duration::from_millis(250);

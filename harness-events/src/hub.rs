@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use harness_protocol::{EventEnvelope, EventScope};
 
-use super::HarnessEvent;
-use super::bus::{DEFAULT_CAPACITY, EventBus, EventSink, ListenerGuard, Subscription};
-use super::scheduler::{DisplayConfig, DisplayScheduler, DisplayStateStream};
+use crate::bus::{DEFAULT_CAPACITY, EventBus, EventSink, ListenerGuard, Subscription};
+use crate::scheduler::{DisplayConfig, DisplayScheduler, DisplayStateStream};
 use harness_protocol::DisplayState;
+use harness_protocol::HarnessEvent;
 
 /// How an [`EventHub`] is built.
 #[derive(Clone, Debug)]

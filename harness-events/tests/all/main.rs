@@ -1,0 +1,7 @@
+//! Integration tests of harness-events: the bus (subscriptions, listeners, missed events,
+//! sequence numbers) and the display scheduler (batching, flushes, snapshots).
+//!
+//! One binary for every integration test of the crate, so that linking stays cheap.
+
+mod display_scheduler;
+mod event_bus;
