@@ -13,8 +13,7 @@ use harness_core::event::EventEnvelope;
 use harness_tests::mock_llm::{MockLlm, openai};
 use serde_json::{Value, json};
 
-// The tests of one concern, in a folder beside this file (still this one test binary).
-#[path = "cli/mcp.rs"]
+// The tests of one concern in a module of their own (still this one test binary).
 mod mcp;
 
 struct Output {
