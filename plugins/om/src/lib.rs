@@ -55,6 +55,7 @@ mod config;
 mod engine;
 mod error;
 mod plugin;
+mod pretokenize;
 pub mod prompts;
 mod record;
 mod tokens;

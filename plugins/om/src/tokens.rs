@@ -1,27 +1,35 @@
-//! Token counting: exact counts with the `o200k_base` encoding (tiktoken-rs), cached per
-//! message so each message is counted once, and a cheap estimate where exactness is not
-//! needed.
+//! Token counting: exact counts with the `o200k_base` encoding, cached per message so each
+//! message is counted once, and a cheap estimate where exactness is not needed.
 //!
-//! An exact count costs about 60 us for a 400-byte message on the project's reference machine
-//! (the encoder runs at a few MB/s), too much for every model step. So a message's tokens are
-//! first *estimated* from its size the moment it is seen (`bytes / 3.5`, which errs high for
-//! prose and is close for code and JSON). Far from any decision the estimates do: only once
-//! the pending messages reach half a buffering interval are they counted exactly, on a
-//! background thread, and each exact count replaces its estimate when it is ready. Threshold
-//! checks use whatever is known; an observation's recorded figures are counted exactly first.
+//! The encoder is [`bpe_openai`]'s, a linear-time byte-pair encoder whose counts equal
+//! tiktoken's (`encode_ordinary(text).len()`; the crate's tests check it against tiktoken-rs,
+//! and so do ours, on generated text in many scripts and on arbitrary strings). tiktoken-rs
+//! counted at ~4 MB/s here; this encoder counts without building the token list, at tens of
+//! MB/s (`cargo run --release -p harness-bench -- om`, `count_mb_per_s`).
+//!
+//! Even so, a message's tokens are first *estimated* from its size the moment it is seen
+//! (`bytes / 3.5`, which errs high for prose and is close for code and JSON), so that no model
+//! step waits on counting: only once the pending messages reach half a buffering interval are
+//! they counted exactly, on a background thread, and each exact count replaces its estimate
+//! when it is ready. Threshold checks use whatever is known; an observation's recorded figures
+//! are counted exactly first.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
+use bpe_openai::Tokenizer;
 use harness_tags::KernelMessage;
-use tiktoken_rs::CoreBPE;
+
+use crate::pretokenize::{ascii_pieces, segments};
 
 /// Tokens added per message for its role and framing (the chat formats spend about this).
 const MESSAGE_OVERHEAD: u64 = 4;
 
 /// The exact counter: the `o200k_base` encoding, loaded once per process.
 pub struct TokenCounter {
-    encoding: OnceLock<Option<CoreBPE>>,
+    encoding: OnceLock<&'static Tokenizer>,
 }
 
 impl std::fmt::Debug for TokenCounter {
@@ -33,7 +41,8 @@ impl std::fmt::Debug for TokenCounter {
 }
 
 impl TokenCounter {
-    /// The process's counter (the encoding's tables take about 200 ms and some MB to load).
+    /// The process's counter (the encoding's tables are unpacked on first use, which takes
+    /// some 100 ms and some MB).
     pub fn global() -> &'static TokenCounter {
         static COUNTER: TokenCounter = TokenCounter {
             encoding: OnceLock::new(),
@@ -52,29 +61,66 @@ impl TokenCounter {
         }
     }
 
-    fn encoding(&self) -> Option<&CoreBPE> {
-        self.encoding
-            .get_or_init(|| match tiktoken_rs::o200k_base() {
-                Ok(encoding) => Some(encoding),
-                Err(error) => {
-                    tracing::warn!(%error, "the o200k encoding did not load; token counts are estimates");
-                    None
-                }
-            })
-            .as_ref()
+    fn encoding(&self) -> &'static Tokenizer {
+        self.encoding.get_or_init(bpe_openai::o200k_base)
     }
 
-    /// The exact number of tokens in `text` (an estimate if the encoding could not load).
+    /// The exact number of tokens in `text`: what tiktoken's `o200k_base` encodes it to.
     pub fn count(&self, text: &str) -> u64 {
-        match self.encoding() {
-            Some(encoding) => encoding.encode_ordinary(text).len() as u64,
-            None => estimate_bytes(text.len()),
-        }
+        let tokenizer = self.encoding();
+        PIECE_TOKENS.with_borrow_mut(|known| {
+            let mut tokens = 0;
+            for segment in segments(text) {
+                if segment.is_ascii() {
+                    for piece in ascii_pieces(segment) {
+                        tokens += known.tokens(piece, tokenizer);
+                    }
+                } else {
+                    for piece in tokenizer.split(segment) {
+                        tokens += known.tokens(piece, tokenizer);
+                    }
+                }
+            }
+            tokens
+        })
     }
 
     /// The exact number of tokens of a message as a model receives it.
     pub fn count_message(&self, message: &KernelMessage) -> u64 {
         MESSAGE_OVERHEAD + self.count(&message_text(message))
+    }
+}
+
+thread_local! {
+    /// The tokens of short pieces already encoded on this thread: text repeats its words, and
+    /// a lookup costs a fraction of an encoding.
+    static PIECE_TOKENS: RefCell<PieceTokens> = RefCell::new(PieceTokens::default());
+}
+
+/// Token counts by piece, for pieces of at most `PieceTokens::MAX_PIECE` bytes; emptied when
+/// it holds `PieceTokens::MAX_ENTRIES`, so that it stays a few MB.
+#[derive(Default)]
+struct PieceTokens {
+    counts: HashMap<Box<str>, u64>,
+}
+
+impl PieceTokens {
+    const MAX_PIECE: usize = 24;
+    const MAX_ENTRIES: usize = 65_536;
+
+    fn tokens(&mut self, piece: &str, tokenizer: &Tokenizer) -> u64 {
+        if piece.len() > Self::MAX_PIECE {
+            return tokenizer.bpe.count(piece.as_bytes()) as u64;
+        }
+        if let Some(&tokens) = self.counts.get(piece) {
+            return tokens;
+        }
+        let tokens = tokenizer.bpe.count(piece.as_bytes()) as u64;
+        if self.counts.len() >= Self::MAX_ENTRIES {
+            self.counts.clear();
+        }
+        self.counts.insert(piece.into(), tokens);
+        tokens
     }
 }
 
