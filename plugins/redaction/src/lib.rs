@@ -138,6 +138,7 @@
 mod detect;
 mod entity;
 mod error;
+mod live;
 mod operator;
 mod plugin;
 mod redactor;
@@ -151,6 +152,7 @@ use serde::Serialize;
 pub use detect::{Detector, Finding};
 pub use entity::Entity;
 pub use error::RedactionError;
+pub use live::MAX_LIVE_STREAMS;
 pub use operator::Operator;
 pub use plugin::{CustomPattern, DenyList, Redaction, RedactionConfig, Target, TargetPolicy};
 pub use redactor::{Redacted, Redactor, RedactorBuilder};

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use harness_tags::tags::{
-    DisplayToolResultTag, MessageAssistant, MessageToolError, MessageToolResult, MessageUserTask,
-    ModelRequestTag, ThreadCloned, ThreadDeleted, ToolCallTag,
+    DisplayToolResultTag, MessageAssistant, MessageTextDelta, MessageToolError, MessageToolResult,
+    MessageUserTask, ModelRequestTag, ThreadCloned, ThreadDeleted, ToolCallTag, ToolOutputDelta,
 };
 use harness_tags::{
     BaseCtx, BoxError, Compose, DisplayToolResult, KernelMessage, MemoryCtx, ModelCtx,
-    ModelRequest, Pipeline, Plugin, TagInfo, ThreadChange, ThreadCtx, ToolCall, ToolCallCtx,
-    ToolResultCtx,
+    ModelRequest, OutputDelta, Pipeline, Plugin, TagInfo, TextDelta, ThreadChange, ThreadCtx,
+    ToolCall, ToolCallCtx, ToolResultCtx,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::detect::Detector;
 use crate::entity::Entity;
 use crate::error::RedactionError;
+use crate::live::LiveStreams;
 use crate::operator::Operator;
 use crate::redactor::Redactor;
 
@@ -218,6 +219,14 @@ impl RedactionConfig {
 /// `redaction`: if redaction fails (a bad configuration, a text over the size limit, a full
 /// vault, a panic), the emit fails and the text never passes.
 ///
+/// Live output is redacted as it streams, with a [`StreamRedactor`](crate::StreamRedactor) per
+/// stream (see [`MAX_LIVE_STREAMS`](crate::MAX_LIVE_STREAMS)): a running tool's output
+/// (`tool.output-delta`) under the `display.tool-result` policy when that target is on, else
+/// under `message.tool-result`'s; the model's streamed answer, reasoning and tool-call
+/// arguments (`message.text-delta`) under the `message.assistant` policy, which also covers
+/// the stored message's reasoning (unless the provider signed it) and its tool calls'
+/// arguments.
+///
 /// When an operator is [`Operator::Pseudonym`], a `tool.call` handler restores pseudonyms in
 /// the call's arguments to the real values, so a tool can act on data the model never saw;
 /// `thread.deleted` drops a thread's vault and `thread.cloned` copies it. Subagents use their
@@ -313,6 +322,11 @@ impl Redaction {
     /// The policy of a target.
     pub fn policy(&self, target: Target) -> TargetPolicy {
         self.targets.get(&target).cloned().unwrap_or_default()
+    }
+
+    /// The live streams of one target, redacted with its operator.
+    fn live_streams(&self, target: Target) -> LiveStreams {
+        LiveStreams::new(self.redactor.clone(), self.policy(target).operator)
     }
 
     /// A redaction function for one target: `(text, thread) -> new text or None`.
@@ -454,7 +468,64 @@ impl Plugin for Redaction {
             c = c.register(
                 on(
                     MessageAssistant,
-                    move |msg: &KernelMessage, ctx: &BaseCtx| f.message(msg, thread(ctx)),
+                    move |msg: &KernelMessage, ctx: &BaseCtx| {
+                        redact_assistant(&f, msg, thread(ctx))
+                    },
+                )
+                .named(NAME)
+                .fail_closed(),
+            );
+            // What the user watches stream in, before any subscriber sees it.
+            let live = self.live_streams(Target::Assistant);
+            c = c.register(
+                on(
+                    MessageTextDelta,
+                    move |delta: &TextDelta, ctx: &ModelCtx| {
+                        let key = format!(
+                            "{}/{:?}/{}",
+                            delta.message_id,
+                            delta.kind,
+                            delta.call_id.as_deref().unwrap_or_default()
+                        );
+                        let text = live.push(key, thread(&ctx.base), &delta.text, delta.end)?;
+                        Ok::<_, RedactionError>(Some(TextDelta {
+                            text,
+                            ..delta.clone()
+                        }))
+                    },
+                )
+                .named(NAME)
+                .fail_closed(),
+            );
+        }
+        // A running tool's output as the user sees it: the screen's policy when it has one,
+        // else the one the finished result gets.
+        let output_target = [Target::DisplayToolResult, Target::ToolResult]
+            .into_iter()
+            .find(|target| on_target(*target));
+        if let Some(target) = output_target {
+            let live = self.live_streams(target);
+            let f = self.text_fn(target);
+            c = c.register(
+                on(
+                    ToolOutputDelta,
+                    move |delta: &OutputDelta, ctx: &ToolCallCtx| {
+                        let thread = thread(&ctx.base);
+                        match delta {
+                            OutputDelta::Shell { stream, text, end } => {
+                                let key = format!("{}/{}/{stream:?}", ctx.base.run_id, ctx.call_id);
+                                let text = live.push(key, thread, text, *end)?;
+                                Ok::<_, RedactionError>(Some(OutputDelta::Shell {
+                                    stream: *stream,
+                                    text,
+                                    end: *end,
+                                }))
+                            }
+                            OutputDelta::Progress { partial } => Ok(f
+                                .json(partial, thread)?
+                                .map(|partial| OutputDelta::Progress { partial })),
+                        }
+                    },
                 )
                 .named(NAME)
                 .fail_closed(),
@@ -551,6 +622,50 @@ impl Plugin for Redaction {
             Err(error) => Err(Box::new(error.clone())),
         }
     }
+}
+
+/// An assistant message with its text, its unsigned reasoning and its tool calls' arguments
+/// redacted; `None` when nothing changed. Signed reasoning is left as it is: the provider
+/// refuses a signed block that was changed, and what the user saw of it streamed through
+/// `message.text-delta`.
+fn redact_assistant(
+    f: &TextFn,
+    msg: &KernelMessage,
+    thread: Option<&str>,
+) -> Result<Option<KernelMessage>, RedactionError> {
+    let KernelMessage::Assistant {
+        content,
+        tool_calls,
+        thinking,
+    } = msg
+    else {
+        return f.message(msg, thread);
+    };
+    let new_content = f.apply(content, thread)?;
+    let new_thinking = match thinking {
+        Some(thinking) if thinking.signature.is_none() => {
+            f.apply(&thinking.text, thread)?
+                .map(|text| harness_tags::Thinking {
+                    text,
+                    signature: None,
+                })
+        }
+        _ => None,
+    };
+    let mut new_calls: Option<Vec<ToolCall>> = None;
+    for (i, call) in tool_calls.iter().enumerate() {
+        if let Some(arguments) = f.json(&call.arguments, thread)? {
+            new_calls.get_or_insert_with(|| tool_calls.clone())[i].arguments = arguments;
+        }
+    }
+    if new_content.is_none() && new_thinking.is_none() && new_calls.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(KernelMessage::Assistant {
+        content: new_content.unwrap_or_else(|| content.clone()),
+        tool_calls: new_calls.unwrap_or_else(|| tool_calls.clone()),
+        thinking: new_thinking.or_else(|| thinking.clone()),
+    }))
 }
 
 fn redact_request(

@@ -16,6 +16,8 @@
 //! within one window, and the words before a phone number count when they are within the
 //! 256 bytes of look-back (a CSV column header further up does not).
 
+use std::sync::Arc;
+
 use crate::detect::Finding;
 use crate::detect::normalize::{Fold, fold};
 use crate::entity::Entity;
@@ -49,7 +51,7 @@ const BLOCK_MAX: usize = 64 << 10;
 /// ```
 #[derive(Debug)]
 pub struct StreamRedactor<'r> {
-    redactor: &'r Redactor,
+    redactor: Source<'r>,
     thread: Option<String>,
     operator: Option<Operator>,
     window: usize,
@@ -61,15 +63,41 @@ pub struct StreamRedactor<'r> {
     block: Option<String>,
 }
 
+/// The redactor a stream uses: borrowed, or shared so that the stream can be kept anywhere.
+#[derive(Debug)]
+enum Source<'r> {
+    Borrowed(&'r Redactor),
+    Shared(Arc<Redactor>),
+}
+
+impl std::ops::Deref for Source<'_> {
+    type Target = Redactor;
+
+    fn deref(&self) -> &Redactor {
+        match self {
+            Source::Borrowed(redactor) => redactor,
+            Source::Shared(redactor) => redactor,
+        }
+    }
+}
+
 impl Redactor {
     /// A streaming redactor over this redactor (see [`StreamRedactor`]).
     pub fn stream(&self, thread: Option<&str>) -> StreamRedactor<'_> {
-        StreamRedactor::new(self, thread)
+        StreamRedactor::new(Source::Borrowed(self), thread)
+    }
+}
+
+impl StreamRedactor<'static> {
+    /// A streaming redactor that owns a share of `redactor`, to keep between deltas that
+    /// arrive in different calls (the plugin keeps one per live stream).
+    pub fn shared(redactor: Arc<Redactor>, thread: Option<&str>) -> Self {
+        StreamRedactor::new(Source::Shared(redactor), thread)
     }
 }
 
 impl<'r> StreamRedactor<'r> {
-    pub(crate) fn new(redactor: &'r Redactor, thread: Option<&str>) -> Self {
+    fn new(redactor: Source<'r>, thread: Option<&str>) -> Self {
         StreamRedactor {
             redactor,
             thread: thread.map(str::to_owned),

@@ -7,6 +7,7 @@
 mod harness_processes;
 mod kernel_behaviour;
 mod kernel_tags;
+mod live_redaction;
 mod providers;
 mod redaction_vault;
 mod store;
