@@ -28,11 +28,13 @@ use harness_core::event::{HarnessEvent, OmProgress, OmStatus, OmTrigger};
 use harness_core::harness::{Harness, HarnessServices};
 use harness_core::model::collect_response;
 use harness_core::store::{StoredMessage, WriteOp};
-use harness_tags::tags::{MemoryContextTag, ObservationCompressionSummary, ObservationReflection};
+use harness_tags::tags::{
+    MemoryContextTag, ModelRequestTag, ObservationCompressionSummary, ObservationReflection,
+};
 use harness_tags::util::lock;
 use harness_tags::{
-    FailureReason, KernelMessage, MemoryContext, MemoryCtx, ModelCtx, ModelRequest,
-    ObservationStep, RunFailure,
+    BaseCtx, EmitOutcome, FailureReason, KernelMessage, MemoryContext, MemoryCtx, ModelCtx,
+    ModelRequest, ObservationStep, RunFailure,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
@@ -59,6 +61,10 @@ pub(crate) struct Engine {
     pub(crate) clock: Clock,
     threads: Mutex<HashMap<String, Arc<ThreadMemory>>>,
 }
+
+/// The `strategy` of the observer's and reflector's own `model.request` emits, so that this
+/// plugin's handler passes them through (other handlers see them like any model call).
+pub const OWN_REQUEST_STRATEGY: &str = "observational-memory";
 
 /// One thread's memory: its state (loaded on first use), token counts and background work.
 pub(crate) struct ThreadMemory {
@@ -181,6 +187,9 @@ impl Engine {
         let Some(thread_id) = ctx.base.thread_id.as_deref() else {
             return Ok(request);
         };
+        if *ctx.base.strategy == *OWN_REQUEST_STRATEGY {
+            return Ok(request);
+        }
         let Some(harness) = self.harness() else {
             return Ok(request);
         };
@@ -689,6 +698,35 @@ impl Engine {
             tools: Arc::default(),
             temperature: Some(temperature),
             max_tokens: None,
+        };
+        // Like every model call, through `model.request`: other plugins (redaction) reshape
+        // what the observer and reflector are sent, whatever order the plugins were added in.
+        let own_ctx = ModelCtx {
+            base: BaseCtx {
+                strategy: Arc::from(OWN_REQUEST_STRATEGY),
+                model_id: Arc::from(model_id.as_str()),
+                ..ctx.base.clone()
+            },
+            provider: model.id().provider().to_owned(),
+            model: model.id().name().to_owned(),
+            attempt: 1,
+        };
+        let request = match harness
+            .pipeline()
+            .emit::<ModelRequestTag>(request, &own_ctx)
+            .await
+        {
+            Ok(EmitOutcome::Continue(request)) => request,
+            Ok(EmitOutcome::Suppressed { by }) => {
+                return Err(om_failure(format!(
+                    "the {role} request was withheld by the `model.request` handler `{by}`"
+                )));
+            }
+            Err(error) => {
+                return Err(om_failure(format!(
+                    "the {role} request failed in `model.request`: {error}"
+                )));
+            }
         };
         let mut attempt = 1;
         let mut waited = Duration::ZERO;

@@ -61,7 +61,7 @@ mod record;
 mod tokens;
 
 pub use config::{IdleTrigger, OmConfig, OmRetry, OmSettings, SETTINGS_KEY};
-pub use engine::{CONTINUE_FROM_MEMORY, Clock};
+pub use engine::{CONTINUE_FROM_MEMORY, Clock, OWN_REQUEST_STRATEGY};
 pub use error::OmError;
 pub use plugin::ObservationalMemory;
 pub use record::{BufferedChunk, NAMESPACE, Observed, OmRecord};

@@ -8,6 +8,7 @@ mod harness_processes;
 mod kernel_behaviour;
 mod kernel_tags;
 mod live_redaction;
+mod om_redaction;
 mod providers;
 mod redaction_vault;
 mod store;
