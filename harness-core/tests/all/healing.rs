@@ -170,3 +170,25 @@ fn what_cannot_heal_fails_with_the_schema_errors() {
         failure.message
     );
 }
+
+proptest::proptest! {
+    /// Any name and argument text a model could send heals to a registered tool or fails,
+    /// never panics (the CI-side smoke of the `healing` fuzz target).
+    #[test]
+    fn any_call_heals_to_a_registered_tool_or_fails(
+        name in "[a-zA-Z_ .-]{0,16}",
+        text in proptest::prelude::any::<String>(),
+        as_text in proptest::prelude::any::<bool>(),
+    ) {
+        let arguments = if as_text {
+            Value::String(text)
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        match heal_tool_call(&call(&name, arguments), &tools()) {
+            Healing::Valid(call) => proptest::prop_assert!(["read_file", "search"].contains(&call.name.as_str())),
+            Healing::Repaired(report) => proptest::prop_assert!(["read_file", "search"].contains(&report.tool_name.as_str())),
+            Healing::Failed(_) => {}
+        }
+    }
+}

@@ -53,3 +53,26 @@ fn gives_up_on_what_is_not_json() {
         );
     }
 }
+
+proptest::proptest! {
+    /// Outside bytes never panic the repair, and whatever it returns is JSON that prints and
+    /// parses back to itself (the CI-side smoke of the `json_repair` fuzz target).
+    #[test]
+    fn whatever_it_returns_is_json(text in proptest::prelude::any::<String>()) {
+        check_round_trip(&text)?;
+    }
+
+    #[test]
+    fn json_like_text_is_repaired_or_refused(text in r#"[\[\]{}:,"' a-z0-9.\\\-`]{0,80}"#) {
+        check_round_trip(&text)?;
+    }
+}
+
+fn check_round_trip(text: &str) -> Result<(), proptest::test_runner::TestCaseError> {
+    if let Some(value) = repair_json(text) {
+        let printed = serde_json::to_string(&value).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&printed).unwrap();
+        proptest::prop_assert_eq!(parsed, value);
+    }
+    Ok(())
+}
