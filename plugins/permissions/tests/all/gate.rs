@@ -136,3 +136,19 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// A permissions file of any content gives rules or an error naming the file, never a
+    /// panic (the CI-side smoke of the `permissions` fuzz target).
+    #[test]
+    fn any_file_content_loads_or_fails_naming_the_file(text in any::<String>()) {
+        for result in [
+            Permissions::from_toml_str(&text, "perm.toml"),
+            Permissions::from_json_str(&text, "perm.json"),
+        ] {
+            if let Err(error) = result {
+                prop_assert!(error.to_string().contains("perm."), "{}", error);
+            }
+        }
+    }
+}
