@@ -176,7 +176,9 @@ fn nearest(window: &[u8]) -> Option<Keyword> {
             .iter()
             .filter(|(word, whole, _)| {
                 let word = word.as_bytes();
-                rest.starts_with(word)
+                // The first byte first: a slice comparison is a call, and most fail there.
+                word[0] == first
+                    && rest.starts_with(word)
                     && !(*whole && rest.get(word.len()).copied().is_some_and(letter))
             })
             .max_by_key(|(word, _, _)| word.len());

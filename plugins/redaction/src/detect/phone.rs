@@ -89,16 +89,10 @@ fn is_digit(b: u8) -> bool {
     b.is_ascii_digit()
 }
 
-/// The digit groups at `s` (a digit, `+` or `(`).
-fn parse(h: &[u8], s: usize) -> Option<Parts> {
-    let mut p = Parts {
-        plus: false,
-        start: [0; MAX_GROUPS],
-        end: [0; MAX_GROUPS],
-        paren: [false; MAX_GROUPS],
-        sep: [0; MAX_GROUPS],
-        len: 0,
-    };
+/// Fills `p` (empty) with the digit groups at `s` (a digit, `+` or `(`); false if there are
+/// none. (Filled in place: returning the arrays by value costs a copy per candidate, and
+/// candidates are as common as numbers with a space after them.)
+fn parse(h: &[u8], s: usize, p: &mut Parts) -> bool {
     let mut j = s;
     let mut sep = 0;
     let mut digits = 0;
@@ -114,7 +108,7 @@ fn parse(h: &[u8], s: usize) -> Option<Parts> {
             j += 1;
         }
         if j == start || h.get(j) != Some(&b')') {
-            return None;
+            return false;
         }
         p.start[0] = start;
         p.end[0] = j;
@@ -127,7 +121,7 @@ fn parse(h: &[u8], s: usize) -> Option<Parts> {
                 j += 1;
                 b
             }
-            _ => return None,
+            _ => return false,
         };
     }
     while p.len < MAX_GROUPS {
@@ -170,7 +164,7 @@ fn parse(h: &[u8], s: usize) -> Option<Parts> {
             j += 1;
         }
     }
-    (p.len > 0).then_some(p)
+    p.len > 0
 }
 
 /// The digits of groups `0..k`, without a `(0)` trunk group of an international number.
@@ -409,7 +403,17 @@ pub(crate) fn find(h: &[u8], s: usize) -> Option<Phone> {
     if !starts_clean(h, s) {
         return None;
     }
-    let p = parse(h, s)?;
+    let mut p = Parts {
+        plus: false,
+        start: [0; MAX_GROUPS],
+        end: [0; MAX_GROUPS],
+        paren: [false; MAX_GROUPS],
+        sep: [0; MAX_GROUPS],
+        len: 0,
+    };
+    if !parse(h, s, &mut p) {
+        return None;
+    }
     let mut context = None;
     let mut digits_upto = [0; MAX_GROUPS + 1];
     for i in 0..p.len {

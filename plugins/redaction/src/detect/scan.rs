@@ -1090,7 +1090,8 @@ fn may_end_keyword(h: &[u8], k: usize) -> bool {
 /// chain of hex groups such as `AA-0D-...`): fewer than eight digits followed by punctuation
 /// no numeric shape goes on with, or by a space and no digit (`3 tables`); or a word of
 /// digits and then letters that are not hex digits (`123ms`), unless it may be a Bitcoin
-/// address (those start with 1 or 3).
+/// address (those start with 1 or 3). More groups after a space or a dot: see
+/// [`short_run_end`].
 #[inline(always)]
 fn plain_number_end(h: &[u8], s: usize) -> Option<usize> {
     if s > 0 && is_word(h[s - 1])
@@ -1109,22 +1110,68 @@ fn plain_number_end(h: &[u8], s: usize) -> Option<usize> {
         None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t' | b'%') => {
             Some(j)
         }
-        Some(b' ') => (!h
-            .get(j + 1)
-            .copied()
-            .is_some_and(|b| is_digit(b) || b == b'('))
-        .then_some(j),
-        Some(c)
-            if (c.is_ascii_alphabetic() && !c.is_ascii_hexdigit() || c == b'_')
-                && !matches!(h[s], b'1' | b'3') =>
-        {
-            let mut end = j;
-            while end < h.len() && is_word(h[end]) {
-                end += 1;
-            }
-            Some(end)
-        }
+        Some(b' ' | b'.') if h.get(j + 1).copied().is_some_and(is_digit) => short_run_end(h, s, j),
+        Some(b' ') => (h.get(j + 1) != Some(&b'(')).then_some(j),
+        Some(c) if glued_word(c) && !matches!(h[s], b'1' | b'3') => Some(word_end(h, j)),
         _ => None,
+    }
+}
+
+/// A letter after digits that makes them part of a word no numeric shape continues: not a
+/// hex digit (MAC and IPv6 groups, hex ids) and not `x` (a phone extension, `x31`).
+#[inline(always)]
+fn glued_word(c: u8) -> bool {
+    c.is_ascii_alphabetic() && !c.is_ascii_hexdigit() && !matches!(c, b'x' | b'X') || c == b'_'
+}
+
+fn word_end(h: &[u8], mut end: usize) -> usize {
+    while end < h.len() && is_word(h[end]) {
+        end += 1;
+    }
+    end
+}
+
+/// Where a run of short numbers starting at `s` ends when no entity can start inside it:
+/// groups of digits joined by single spaces or dots (`200 404 17`, `1234.56`), six digits or
+/// fewer in all and at most two dots (a phone number has seven digits or more, an SSN nine,
+/// a card twelve, an IPv4 address three dots; the other shapes need other separators),
+/// ending in punctuation or a space and a word. A later group glued to a word (`200
+/// 1234ms`) ends the run too, and is where to go on: the groups before it cannot reach past
+/// the word, so only their digits count. Anything else goes to the full check (`None`).
+/// `first_end` is where the first group ends, before a separator and a digit.
+#[inline(never)]
+fn short_run_end(h: &[u8], s: usize, first_end: usize) -> Option<usize> {
+    const MAX_DIGITS: usize = 6;
+    const MAX_DOTS: usize = 2;
+    let mut digits = first_end - s;
+    let mut dots = 0;
+    let mut end = first_end;
+    loop {
+        // `h[end]` is a space or a dot, and a digit follows.
+        dots += usize::from(h[end] == b'.');
+        let start = end + 1;
+        end = start;
+        while end < h.len() && is_digit(h[end]) {
+            end += 1;
+        }
+        if dots > MAX_DOTS {
+            return None;
+        }
+        match h.get(end).copied() {
+            Some(c) if glued_word(c) => return (digits <= MAX_DIGITS).then_some(start),
+            _ => digits += end - start,
+        }
+        if digits > MAX_DIGITS {
+            return None;
+        }
+        match h.get(end).copied() {
+            None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t' | b'%') => {
+                return Some(end);
+            }
+            Some(b' ' | b'.') if h.get(end + 1).copied().is_some_and(is_digit) => {}
+            Some(b' ') if h.get(end + 1) != Some(&b'(') => return Some(end),
+            _ => return None,
+        }
     }
 }
 

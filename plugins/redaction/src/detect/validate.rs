@@ -527,15 +527,23 @@ pub(crate) fn entropy(bytes: &[u8]) -> f64 {
         return 0.0;
     }
     let mut counts = [0u32; 256];
+    // The distinct bytes, so that the sum visits only those (secrets are short; 256 slots
+    // are not).
+    let mut distinct = [0u8; 256];
+    let mut seen = 0;
     for &b in bytes {
-        counts[usize::from(b)] += 1;
+        let count = &mut counts[usize::from(b)];
+        if *count == 0 {
+            distinct[seen] = b;
+            seen += 1;
+        }
+        *count += 1;
     }
     let len = bytes.len() as f64;
-    counts
+    distinct[..seen]
         .iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| {
-            let p = f64::from(c) / len;
+        .map(|&b| {
+            let p = f64::from(counts[usize::from(b)]) / len;
             -p * p.log2()
         })
         .sum()

@@ -507,6 +507,36 @@ fn dates_and_times_are_skipped_but_do_not_hide_what_follows() {
 }
 
 #[test]
+fn runs_of_short_numbers_are_skipped_but_do_not_hide_what_follows() {
+    // Short numbers joined by spaces or dots (status codes, latencies, amounts, versions) are
+    // skipped whole by the scanner; whatever starts inside or after them is still found.
+    for (text, entity, value) in [
+        (
+            "GET /a/12345 200 1234ms then call 555 0147",
+            "PHONE_NUMBER",
+            "555 0147",
+        ),
+        ("1 234-567-8901", "PHONE_NUMBER", "1 234-567-8901"),
+        ("at 1.2 10.0.0.1 ok", "IP_ADDRESS", "10.0.0.1"),
+        ("ip 1.2.3.4,", "IP_ADDRESS", "1.2.3.4"),
+        ("v 12.5 mac 1234.5678.9abc", "MAC_ADDRESS", "1234.5678.9abc"),
+        ("12 34 56 ssn 123-45-6789", "US_SSN", "123-45-6789"),
+        ("3 4 (415) 555-0147", "PHONE_NUMBER", "(415) 555-0147"),
+        (
+            "1.5ms 200 x 394.208.1176 x31",
+            "PHONE_NUMBER",
+            "394.208.1176 x31",
+        ),
+    ] {
+        let got = found(text);
+        assert!(
+            got.iter().any(|(e, _, v)| e == entity && v == value),
+            "expected {entity} `{value}` in `{text}`, got {got:?}"
+        );
+    }
+}
+
+#[test]
 fn look_alike_characters_do_not_hide_an_entity() {
     for (text, entity, value) in [
         (
