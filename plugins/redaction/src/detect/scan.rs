@@ -817,7 +817,41 @@ impl Scanner {
         if digits < 7 && !paren_next {
             return None;
         }
-        self.phone(h, s)
+        let phone = self.phone(h, s)?;
+        Some(self.with_card_after(h, g, phone))
+    }
+
+    /// A phone number read from the first groups of a longer run may end inside a card
+    /// number that starts at one of its later groups (`15.01 4111 1111 1111 1111`: a date
+    /// and a card read as the phone `15.01 4111 1111`). Going on after the phone would show
+    /// the card's last groups, so the finding covers both, as the card.
+    fn with_card_after(&self, h: &[u8], g: &Groups, phone: Finding) -> Finding {
+        if !self.on(Id::Card) {
+            return phone;
+        }
+        for &start in &g.start[1..g.len] {
+            if start >= phone.end {
+                break;
+            }
+            let rest = Groups::parse(h, start);
+            if rest.digits(rest.len - 1) < 12 {
+                continue;
+            }
+            for k in (0..rest.len).rev() {
+                if rest.end[k] <= phone.end {
+                    break;
+                }
+                if card_shape(h, &rest, k)
+                    && let Some(card) = self.accept(Id::Card, h, start, rest.end[k])
+                {
+                    return Finding {
+                        start: phone.start,
+                        ..card
+                    };
+                }
+            }
+        }
+        phone
     }
 
     /// A phone number at `s` (a digit, `+` or `(`): see `phone.rs`.

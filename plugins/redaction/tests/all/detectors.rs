@@ -537,6 +537,19 @@ fn runs_of_short_numbers_are_skipped_but_do_not_hide_what_follows() {
 }
 
 #[test]
+fn a_card_after_numbers_read_as_a_phone_is_hidden_whole() {
+    // `15.01 4111 1111` alone is a possible phone number; the card that goes on after it must
+    // not be cut there (its last groups were shown).
+    let text = "paid 15.01 4111 1111 1111 1111 ok";
+    let got = found(text);
+    assert!(
+        got.iter()
+            .any(|(e, _, v)| e == "CREDIT_CARD" && v == "15.01 4111 1111 1111 1111"),
+        "{got:?}"
+    );
+}
+
+#[test]
 fn look_alike_characters_do_not_hide_an_entity() {
     for (text, entity, value) in [
         (
