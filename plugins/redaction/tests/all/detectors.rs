@@ -25,12 +25,18 @@ fn finds(entity: &str, value: &str) {
         format!("({value})"),
         format!("\"{value}\","),
     ] {
-        let got = found(&text);
-        assert!(
-            got.iter().any(|(e, _, v)| e == entity && v == value),
-            "expected {entity} `{value}` in `{text}`, got {got:?}"
-        );
+        finds_in(&text, entity, value);
     }
+}
+
+/// Asserts that `value` is found whole in `text`, as `entity`.
+#[track_caller]
+fn finds_in(text: &str, entity: &str, value: &str) {
+    let got = found(text);
+    assert!(
+        got.iter().any(|(e, _, v)| e == entity && v == value),
+        "expected {entity} `{value}` in `{text}`, got {got:?}"
+    );
 }
 
 /// Asserts that nothing of `entity` is found in `text`.
@@ -528,11 +534,7 @@ fn runs_of_short_numbers_are_skipped_but_do_not_hide_what_follows() {
             "394.208.1176 x31",
         ),
     ] {
-        let got = found(text);
-        assert!(
-            got.iter().any(|(e, _, v)| e == entity && v == value),
-            "expected {entity} `{value}` in `{text}`, got {got:?}"
-        );
+        finds_in(text, entity, value);
     }
 }
 
@@ -583,11 +585,7 @@ fn look_alike_characters_do_not_hide_an_entity() {
             "555\u{2013}0147",
         ),
     ] {
-        let got = found(text);
-        assert!(
-            got.iter().any(|(e, _, v)| e == entity && v == value),
-            "expected {entity} `{value}` in `{text}`, got {got:?}"
-        );
+        finds_in(text, entity, value);
         let out = redactor().redact(text).unwrap().text.into_owned();
         assert!(!out.contains(value), "{out}");
     }
