@@ -27,6 +27,10 @@
 //! - Messages come back in the order they were appended; message ids are unique across threads.
 //! - Threads list most recently updated first; equal `updated_at`, most recently created first.
 //! - Deleting a thread deletes its messages and the records bound to it, not other records.
+//! - Event logs (a harness's published event envelopes, for clients that reconnect, see
+//!   [`LoggedEvent`]) are appended in strictly increasing `seq` order and kept as the bytes
+//!   written; a closed log takes no more events, and [`WriteOp::PruneEventLogs`] drops the ones
+//!   closed long enough ago.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -128,6 +132,30 @@ pub struct ThreadVersion {
     pub messages: u64,
 }
 
+/// One entry of an event log: an event envelope, kept as the JSON text its publisher wrote.
+///
+/// The store never reads the envelope: a server replays these bytes as they were first sent
+/// (an SSE frame's `data:`, with `seq` as its `id:`), so a client that resumes after a cut, or
+/// after the server restarted, reads exactly what an unbroken connection would have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoggedEvent {
+    /// The envelope's `seq`: strictly increasing within its log, gaps allowed, at most
+    /// `i64::MAX`.
+    pub seq: u64,
+    /// The serialized envelope.
+    pub envelope: String,
+}
+
+/// Where an event log stands, as [`Store::event_log`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventLogInfo {
+    /// The `seq` of its last event (0 while it has none): a publisher that starts again on
+    /// this log goes on from the next one.
+    pub last_seq: u64,
+    /// When it was closed (its stream completed), Unix milliseconds.
+    pub closed_at: Option<i64>,
+}
+
 /// One write; [`Store::write`] applies a batch of them atomically, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum WriteOp {
@@ -169,6 +197,29 @@ pub enum WriteOp {
         namespace: String,
         /// The record's key.
         key: String,
+    },
+    /// Appends events to an event log, in order; the first append creates the log. Fails with
+    /// [`StoreError::EventOutOfOrder`] unless each `seq` is greater than the one before it (and
+    /// than the log's last), and with [`StoreError::EventLogClosed`] once the log is closed.
+    AppendEvents {
+        /// The log, e.g. a harness's id.
+        log_id: String,
+        /// The events, by increasing `seq`.
+        events: Vec<LoggedEvent>,
+    },
+    /// Closes an event log: its stream is complete and takes no more events. A log that does
+    /// not exist is created closed and empty; closing a closed log keeps its first time.
+    CloseEventLog {
+        /// The log.
+        log_id: String,
+        /// When, Unix milliseconds (what [`WriteOp::PruneEventLogs`] compares).
+        closed_at: i64,
+    },
+    /// Deletes every event log closed before `closed_before` (Unix milliseconds), with its
+    /// events: how long completed streams are kept. Open logs stay.
+    PruneEventLogs {
+        /// The cut-off.
+        closed_before: i64,
     },
 }
 
@@ -217,6 +268,21 @@ pub enum StoreError {
         /// The newest version this build knows.
         supported: i64,
     },
+    /// An event's `seq` is not greater than the one before it in its log.
+    #[error(
+        "event {seq} cannot follow event {last_seq} in event log `{log_id}`: seq must increase"
+    )]
+    EventOutOfOrder {
+        /// The log.
+        log_id: String,
+        /// The event's `seq`.
+        seq: u64,
+        /// The `seq` it had to exceed.
+        last_seq: u64,
+    },
+    /// The event log was closed: its stream is complete.
+    #[error("event log `{0}` is closed; its stream is complete")]
+    EventLogClosed(String),
     /// Any other failure of the backend (I/O, a closed writer).
     #[error("storage failed: {0}")]
     Backend(String),
@@ -267,6 +333,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// A namespace's records whose key starts with `prefix`, sorted by key.
     async fn records(&self, namespace: &str, prefix: &str) -> Result<Vec<Record>, StoreError>;
+
+    /// Where an event log stands (`None` if it was never written, or was pruned).
+    async fn event_log(&self, log_id: &str) -> Result<Option<EventLogInfo>, StoreError>;
+
+    /// Up to `limit` events of a log with a `seq` greater than `after`, in order (none if the
+    /// log does not exist): `after` is the `Last-Event-ID` of a client that resumes.
+    async fn events(
+        &self,
+        log_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LoggedEvent>, StoreError>;
 }
 
 /// Why a thread lock was not acquired.

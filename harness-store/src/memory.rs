@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    LockError, Record, Store, StoreError, StoredMessage, ThreadLock, ThreadRecord, ThreadVersion,
-    WriteOp,
+    EventLogInfo, LockError, LoggedEvent, Record, Store, StoreError, StoredMessage, ThreadLock,
+    ThreadRecord, ThreadVersion, WriteOp,
 };
 
 /// A [`Store`] that keeps everything in memory, with the same semantics as
@@ -54,6 +54,16 @@ struct Inner {
     records: BTreeMap<(String, String), Record>,
     /// The next creation sequence number.
     next_created: u64,
+    /// Event logs by id.
+    event_logs: HashMap<String, EventLog>,
+}
+
+/// One event log: where it stands and its events in `seq` order.
+#[derive(Debug, Default)]
+struct EventLog {
+    last_seq: u64,
+    closed_at: Option<i64>,
+    events: Vec<LoggedEvent>,
 }
 
 /// A thread's messages in chunks that stay where they were allocated: an append never copies
@@ -134,6 +144,17 @@ enum Undo {
     TruncateMessages(String, usize),
     /// Put a record back as it was (absent or with its old value).
     RestoreRecord((String, String), Option<Record>),
+    /// Cut an event log back to a length and last `seq`, or remove it if the batch created it.
+    TruncateEvents {
+        log_id: String,
+        created: bool,
+        len: usize,
+        last_seq: u64,
+    },
+    /// Reopen an event log the batch closed, or remove it if the batch created it.
+    Reopen { log_id: String, created: bool },
+    /// Put back event logs a prune removed.
+    RestoreEventLogs(Vec<(String, EventLog)>),
 }
 
 impl MemoryStore {
@@ -241,6 +262,54 @@ impl Inner {
                     undo.push(Undo::RestoreRecord(slot, Some(old)));
                 }
             }
+            WriteOp::AppendEvents { log_id, events } => {
+                if events.is_empty() {
+                    return Ok(());
+                }
+                let created = !self.event_logs.contains_key(&log_id);
+                let log = self.event_logs.entry(log_id.clone()).or_default();
+                if log.closed_at.is_some() {
+                    return Err(StoreError::EventLogClosed(log_id));
+                }
+                undo.push(Undo::TruncateEvents {
+                    log_id: log_id.clone(),
+                    created,
+                    len: log.events.len(),
+                    last_seq: log.last_seq,
+                });
+                for event in events {
+                    if event.seq <= log.last_seq || event.seq > i64::MAX as u64 {
+                        return Err(StoreError::EventOutOfOrder {
+                            log_id,
+                            seq: event.seq,
+                            last_seq: log.last_seq,
+                        });
+                    }
+                    log.last_seq = event.seq;
+                    log.events.push(event);
+                }
+            }
+            WriteOp::CloseEventLog { log_id, closed_at } => {
+                let created = !self.event_logs.contains_key(&log_id);
+                let log = self.event_logs.entry(log_id.clone()).or_default();
+                if log.closed_at.is_none() {
+                    log.closed_at = Some(closed_at);
+                    undo.push(Undo::Reopen { log_id, created });
+                }
+            }
+            WriteOp::PruneEventLogs { closed_before } => {
+                let expired: Vec<String> = self
+                    .event_logs
+                    .iter()
+                    .filter(|(_, log)| log.closed_at.is_some_and(|at| at < closed_before))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                let removed = expired
+                    .into_iter()
+                    .filter_map(|id| self.event_logs.remove(&id).map(|log| (id, log)))
+                    .collect();
+                undo.push(Undo::RestoreEventLogs(removed));
+            }
         }
         Ok(())
     }
@@ -293,6 +362,27 @@ impl Inner {
                         self.records.remove(&slot);
                     }
                 },
+                Undo::TruncateEvents {
+                    log_id,
+                    created,
+                    len,
+                    last_seq,
+                } => {
+                    if created {
+                        self.event_logs.remove(&log_id);
+                    } else if let Some(log) = self.event_logs.get_mut(&log_id) {
+                        log.events.truncate(len);
+                        log.last_seq = last_seq;
+                    }
+                }
+                Undo::Reopen { log_id, created } => {
+                    if created {
+                        self.event_logs.remove(&log_id);
+                    } else if let Some(log) = self.event_logs.get_mut(&log_id) {
+                        log.closed_at = None;
+                    }
+                }
+                Undo::RestoreEventLogs(logs) => self.event_logs.extend(logs),
             }
         }
     }
@@ -387,6 +477,27 @@ impl Store for MemoryStore {
             .take_while(|((ns, key), _)| ns == namespace && key.starts_with(prefix))
             .map(|(_, record)| record.clone())
             .collect())
+    }
+
+    async fn event_log(&self, log_id: &str) -> Result<Option<EventLogInfo>, StoreError> {
+        Ok(self.lock().event_logs.get(log_id).map(|log| EventLogInfo {
+            last_seq: log.last_seq,
+            closed_at: log.closed_at,
+        }))
+    }
+
+    async fn events(
+        &self,
+        log_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LoggedEvent>, StoreError> {
+        let inner = self.lock();
+        let Some(log) = inner.event_logs.get(log_id) else {
+            return Ok(Vec::new());
+        };
+        let from = log.events.partition_point(|event| event.seq <= after);
+        Ok(log.events[from..].iter().take(limit).cloned().collect())
     }
 }
 

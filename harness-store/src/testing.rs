@@ -4,7 +4,7 @@
 //! One call runs it all from a backend's tests, with one `#[test]` per case:
 //!
 //! ```
-//! // In the backend's tests: nine `#[test]`s, each on a new store.
+//! // In the backend's tests: one `#[test]` per case, each on a new store.
 //! harness_store::store_conformance!(harness_store::MemoryStore::new);
 //! # fn main() {
 //! #     harness_store::testing::block_on(harness_store::testing::run_all(harness_store::MemoryStore::new));
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use harness_tags::{KernelMessage, Thinking, ToolCall};
 use serde_json::{Map, Value, json};
 
-use crate::{Store, StoreError, StoredMessage, ThreadRecord, WriteOp};
+use crate::{EventLogInfo, LoggedEvent, Store, StoreError, StoredMessage, ThreadRecord, WriteOp};
 
 /// What a conformance case runs against: a store, and whatever must live as long as it.
 pub trait Backend {
@@ -43,7 +43,7 @@ impl Backend for Arc<dyn Store> {
 }
 
 /// The names of the cases, in the order [`run_all`] runs them.
-pub const CASES: [&str; 9] = [
+pub const CASES: [&str; 10] = [
     "create_get_list",
     "update",
     "append_order",
@@ -53,6 +53,7 @@ pub const CASES: [&str; 9] = [
     "resource_ids",
     "errors",
     "versions",
+    "event_logs",
 ];
 
 /// Runs every case, each against a fresh backend from `fresh`; panics with the case's name and
@@ -76,6 +77,7 @@ pub async fn run_case(name: &str, store: &dyn Store) {
         "resource_ids" => resource_ids(store).await,
         "errors" => errors(store).await,
         "versions" => versions(store).await,
+        "event_logs" => event_logs(store).await,
         other => panic!("no conformance case is named `{other}`; see `CASES`"),
     }
 }
@@ -95,7 +97,8 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 macro_rules! store_conformance {
     ($fresh:expr) => {
         $crate::store_conformance!(@cases $fresh; create_get_list, update, append_order,
-            delete_cascades, batch_atomicity, records_by_prefix, resource_ids, errors, versions);
+            delete_cascades, batch_atomicity, records_by_prefix, resource_ids, errors, versions,
+            event_logs);
     };
     (@cases $fresh:expr; $($case:ident),*) => {
         $(
@@ -636,4 +639,142 @@ pub async fn versions(store: &dyn Store) {
     let again = store.thread_version("t1").await.unwrap().unwrap();
     assert_eq!(again.messages, 2);
     assert_ne!(again, two);
+}
+
+/// An event envelope as a publisher would serialize it (spacing and non-ASCII kept as written).
+pub fn logged(seq: u64) -> LoggedEvent {
+    LoggedEvent {
+        seq,
+        envelope: format!(
+            "{{\"seq\":{seq}, \"threadId\":\"t1\",\"at\":1700000000000,\"event\":{{\"type\":\"info\",\
+             \"message\":\"ünïcödé ✓ {seq}\"}}}}"
+        ),
+    }
+}
+
+fn append_events(log_id: &str, seqs: &[u64]) -> WriteOp {
+    WriteOp::AppendEvents {
+        log_id: log_id.into(),
+        events: seqs.iter().copied().map(logged).collect(),
+    }
+}
+
+fn close_log(log_id: &str, closed_at: i64) -> WriteOp {
+    WriteOp::CloseEventLog {
+        log_id: log_id.into(),
+        closed_at,
+    }
+}
+
+fn seqs(events: &[LoggedEvent]) -> Vec<u64> {
+    events.iter().map(|event| event.seq).collect()
+}
+
+/// Event logs: increasing `seq`s read back after any point as the bytes written, logs apart
+/// from each other, closing and pruning, errors that leave a batch unwritten.
+pub async fn event_logs(store: &dyn Store) {
+    assert_eq!(store.event_log("h1").await.unwrap(), None);
+    assert_eq!(store.events("h1", 0, 10).await.unwrap(), vec![]);
+    store
+        .write(vec![append_events("h1", &[1, 2, 3])])
+        .await
+        .unwrap();
+    store.write(vec![append_events("h1", &[5])]).await.unwrap(); // gaps are allowed
+    store.write(vec![append_events("h2", &[1])]).await.unwrap();
+
+    let all = store.events("h1", 0, 100).await.unwrap();
+    assert_eq!(all, [1, 2, 3, 5].map(logged));
+    assert_eq!(seqs(&store.events("h1", 2, 100).await.unwrap()), [3, 5]);
+    assert_eq!(seqs(&store.events("h1", 3, 1).await.unwrap()), [5]);
+    assert_eq!(
+        seqs(&store.events("h1", 5, 100).await.unwrap()),
+        Vec::<u64>::new()
+    );
+    assert_eq!(
+        seqs(&store.events("h1", u64::MAX, 100).await.unwrap()),
+        Vec::<u64>::new()
+    );
+    assert_eq!(seqs(&store.events("h2", 0, 100).await.unwrap()), [1]);
+    assert_eq!(
+        store.event_log("h1").await.unwrap(),
+        Some(EventLogInfo {
+            last_seq: 5,
+            closed_at: None
+        })
+    );
+
+    // A seq that does not increase fails the whole batch, within a batch too.
+    let error = store
+        .write(vec![
+            WriteOp::CreateThread(thread("t1", "r1", 1)),
+            append_events("h1", &[6, 7]),
+            append_events("h1", &[7]),
+        ])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        StoreError::EventOutOfOrder {
+            log_id: "h1".into(),
+            seq: 7,
+            last_seq: 7
+        }
+    );
+    assert!(error.to_string().contains("`h1`"), "{error}");
+    assert_eq!(store.thread("t1").await.unwrap(), None);
+    assert_eq!(
+        seqs(&store.events("h1", 0, 100).await.unwrap()),
+        [1, 2, 3, 5]
+    );
+    let error = store
+        .write(vec![append_events("h3", &[1, 1 << 63])])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::EventOutOfOrder { seq, .. } if seq == 1 << 63),
+        "{error:?}"
+    );
+    assert_eq!(store.event_log("h3").await.unwrap(), None);
+
+    // Closed, a log takes no more events and keeps its first closing time.
+    store.write(vec![close_log("h1", 100)]).await.unwrap();
+    let error = store
+        .write(vec![append_events("h1", &[6])])
+        .await
+        .unwrap_err();
+    assert_eq!(error, StoreError::EventLogClosed("h1".into()));
+    store.write(vec![close_log("h1", 300)]).await.unwrap();
+    assert_eq!(
+        store.event_log("h1").await.unwrap(),
+        Some(EventLogInfo {
+            last_seq: 5,
+            closed_at: Some(100)
+        })
+    );
+    assert_eq!(
+        seqs(&store.events("h1", 0, 100).await.unwrap()),
+        [1, 2, 3, 5]
+    );
+    // A log closed before anything was written exists, closed and empty.
+    store.write(vec![close_log("h4", 200)]).await.unwrap();
+    assert_eq!(
+        store.event_log("h4").await.unwrap(),
+        Some(EventLogInfo {
+            last_seq: 0,
+            closed_at: Some(200)
+        })
+    );
+
+    // Pruning drops the logs closed before the cut-off with their events; open ones stay.
+    store
+        .write(vec![WriteOp::PruneEventLogs { closed_before: 150 }])
+        .await
+        .unwrap();
+    assert_eq!(store.event_log("h1").await.unwrap(), None);
+    assert_eq!(store.events("h1", 0, 100).await.unwrap(), vec![]);
+    assert!(store.event_log("h4").await.unwrap().is_some());
+    assert_eq!(seqs(&store.events("h2", 0, 100).await.unwrap()), [1]);
+    // A pruned log's id starts afresh.
+    store.write(vec![append_events("h1", &[1])]).await.unwrap();
+    assert_eq!(seqs(&store.events("h1", 0, 100).await.unwrap()), [1]);
 }

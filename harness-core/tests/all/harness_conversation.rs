@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use harness_core::harness::{CloneOptions, Harness, Mode, RunOutcome};
 use harness_core::model::{Model, ModelId, Scripted, ScriptedModel};
 use harness_core::store::{
-    MemoryStore, Record, SqliteStore, Store, StoreError, StoredMessage, ThreadRecord,
-    ThreadVersion, WriteOp,
+    EventLogInfo, LoggedEvent, MemoryStore, Record, SqliteStore, Store, StoreError, StoredMessage,
+    ThreadRecord, ThreadVersion, WriteOp,
 };
 use harness_tags::KernelMessage;
 
@@ -278,6 +278,17 @@ impl Store for FlakyStore {
     }
     async fn records(&self, namespace: &str, prefix: &str) -> Result<Vec<Record>, StoreError> {
         self.inner.records(namespace, prefix).await
+    }
+    async fn event_log(&self, log_id: &str) -> Result<Option<EventLogInfo>, StoreError> {
+        self.inner.event_log(log_id).await
+    }
+    async fn events(
+        &self,
+        log_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LoggedEvent>, StoreError> {
+        self.inner.events(log_id, after, limit).await
     }
 }
 

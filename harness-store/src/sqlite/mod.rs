@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use harness_tags::KernelMessage;
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
@@ -40,7 +40,10 @@ use crate::sqlite::schema::too_new;
 use crate::sqlite::writer::Op;
 use crate::sqlite::writer::Request;
 use crate::sqlite::writer::Writer;
-use crate::{Record, Store, StoreError, StoredMessage, ThreadRecord, ThreadVersion, WriteOp};
+use crate::{
+    EventLogInfo, LoggedEvent, Record, Store, StoreError, StoredMessage, ThreadRecord,
+    ThreadVersion, WriteOp,
+};
 
 /// Prepared statements kept per connection (the writer uses about 20).
 const STATEMENT_CACHE: usize = 32;
@@ -650,6 +653,57 @@ impl Store for SqliteStore {
                     return Ok(None);
                 }
                 record_from_row(row, path, &namespace).map(Some)
+            })
+        })
+        .await
+    }
+    async fn event_log(&self, log_id: &str) -> Result<Option<EventLogInfo>, StoreError> {
+        let log_id = log_id.to_owned();
+        self.read(move |conn, path| {
+            conn.prepare_cached("SELECT last_seq, closed_at FROM event_logs WHERE id = ?1")
+                .and_then(|mut statement| {
+                    statement
+                        .query_row([&log_id], |row| {
+                            Ok(EventLogInfo {
+                                last_seq: row.get::<_, i64>(0)? as u64,
+                                closed_at: row.get(1)?,
+                            })
+                        })
+                        .optional()
+                })
+                .map_err(|error| sql_error(path, error))
+        })
+        .await
+    }
+
+    async fn events(
+        &self,
+        log_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LoggedEvent>, StoreError> {
+        let log_id = log_id.to_owned();
+        // Every stored seq fits an i64; a client's larger `after` is past them all.
+        let Ok(after) = i64::try_from(after) else {
+            return Ok(Vec::new());
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(move |conn, path| {
+            let sql = |error| sql_error(path, error);
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT seq, envelope FROM events WHERE log_id = ?1 AND seq > ?2 \
+                     ORDER BY seq LIMIT ?3",
+                )
+                .map_err(sql)?;
+            let rows = statement
+                .query(params![log_id, after, limit])
+                .map_err(sql)?;
+            collect_rows(rows, path, |row| {
+                Ok(Some(LoggedEvent {
+                    seq: row.get::<_, i64>(0).map_err(sql)? as u64,
+                    envelope: row.get(1).map_err(sql)?,
+                }))
             })
         })
         .await

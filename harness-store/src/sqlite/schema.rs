@@ -43,10 +43,31 @@ pub(super) const MIGRATIONS: &[&str] = &[
          PRIMARY KEY (namespace, key)
      ) WITHOUT ROWID;
      CREATE INDEX records_by_thread ON records (thread_id);",
+    // v2: event logs, for clients that resume a stream of event envelopes. An event is kept
+    // as the text its publisher wrote, keyed by (log, seq) in one b-tree.
+    "CREATE TABLE event_logs (
+         id TEXT PRIMARY KEY NOT NULL,
+         last_seq INTEGER NOT NULL,
+         closed_at INTEGER
+     ) WITHOUT ROWID;
+     CREATE INDEX event_logs_by_closed ON event_logs (closed_at) WHERE closed_at IS NOT NULL;
+     CREATE TABLE events (
+         log_id TEXT NOT NULL,
+         seq INTEGER NOT NULL,
+         envelope TEXT NOT NULL,
+         PRIMARY KEY (log_id, seq)
+     ) WITHOUT ROWID;",
 ];
 
 /// The tables a usable store has, checked after migrating.
-pub(super) const REQUIRED_TABLES: &[&str] = &["harness_schema", "threads", "messages", "records"];
+pub(super) const REQUIRED_TABLES: &[&str] = &[
+    "harness_schema",
+    "threads",
+    "messages",
+    "records",
+    "event_logs",
+    "events",
+];
 
 /// Turns a SQLite error into a [`StoreError`] that names the file.
 pub(super) fn sql_error(path: &Path, error: rusqlite::Error) -> StoreError {

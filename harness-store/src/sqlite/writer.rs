@@ -374,6 +374,18 @@ pub(super) enum Op {
         namespace: String,
         key: String,
     },
+    AppendEvents {
+        log_id: String,
+        /// `(seq, envelope)`, seq checked to fit SQLite's integers.
+        events: Vec<(i64, String)>,
+    },
+    CloseEventLog {
+        log_id: String,
+        closed_at: i64,
+    },
+    PruneEventLogs {
+        closed_before: i64,
+    },
 }
 
 /// A message row.
@@ -439,6 +451,28 @@ impl Op {
                 thread_id,
             },
             WriteOp::DeleteRecord { namespace, key } => Op::DeleteRecord { namespace, key },
+            WriteOp::AppendEvents { log_id, events } => {
+                let mut rows = Vec::with_capacity(events.len());
+                let mut last = 0;
+                for event in events {
+                    // Beyond SQLite's integers: no later event could follow it either.
+                    let Ok(seq) = i64::try_from(event.seq) else {
+                        return Err(StoreError::EventOutOfOrder {
+                            log_id,
+                            seq: event.seq,
+                            last_seq: last,
+                        });
+                    };
+                    last = event.seq;
+                    rows.push((seq, event.envelope));
+                }
+                Op::AppendEvents {
+                    log_id,
+                    events: rows,
+                }
+            }
+            WriteOp::CloseEventLog { log_id, closed_at } => Op::CloseEventLog { log_id, closed_at },
+            WriteOp::PruneEventLogs { closed_before } => Op::PruneEventLogs { closed_before },
         })
     }
 }
@@ -667,7 +701,76 @@ pub(super) fn apply_all(conn: &Connection, path: &Path, ops: &[Op]) -> Result<()
                     .and_then(|mut statement| statement.execute([namespace, key]))
                     .map_err(sql)?;
             }
+            Op::AppendEvents { log_id, events } => append_events(conn, path, log_id, events)?,
+            Op::CloseEventLog { log_id, closed_at } => {
+                conn.prepare_cached(
+                    "INSERT INTO event_logs (id, last_seq, closed_at) VALUES (?1, 0, ?2) \
+                     ON CONFLICT (id) DO UPDATE SET closed_at = coalesce(closed_at, excluded.closed_at)",
+                )
+                .and_then(|mut statement| statement.execute(params![log_id, closed_at]))
+                .map_err(sql)?;
+            }
+            Op::PruneEventLogs { closed_before } => {
+                conn.prepare_cached(
+                    "DELETE FROM events WHERE log_id IN \
+                     (SELECT id FROM event_logs WHERE closed_at < ?1)",
+                )
+                .and_then(|mut statement| statement.execute([closed_before]))
+                .map_err(sql)?;
+                conn.prepare_cached("DELETE FROM event_logs WHERE closed_at < ?1")
+                    .and_then(|mut statement| statement.execute([closed_before]))
+                    .map_err(sql)?;
+            }
         }
     }
+    Ok(())
+}
+
+/// Appends events to a log after checking that it is open and that their `seq`s increase.
+fn append_events(
+    conn: &Connection,
+    path: &Path,
+    log_id: &str,
+    events: &[(i64, String)],
+) -> Result<(), StoreError> {
+    let sql = |error| sql_error(path, error);
+    if events.is_empty() {
+        return Ok(());
+    }
+    let log: Option<(i64, Option<i64>)> = conn
+        .prepare_cached("SELECT last_seq, closed_at FROM event_logs WHERE id = ?1")
+        .and_then(|mut statement| {
+            statement
+                .query_row([log_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+        })
+        .map_err(sql)?;
+    let mut last = match log {
+        Some((_, Some(_))) => return Err(StoreError::EventLogClosed(log_id.to_owned())),
+        Some((last, None)) => last,
+        None => 0,
+    };
+    let mut insert = conn
+        .prepare_cached("INSERT INTO events (log_id, seq, envelope) VALUES (?1, ?2, ?3)")
+        .map_err(sql)?;
+    for (seq, envelope) in events {
+        if *seq <= last {
+            return Err(StoreError::EventOutOfOrder {
+                log_id: log_id.to_owned(),
+                seq: *seq as u64,
+                last_seq: last as u64,
+            });
+        }
+        insert
+            .execute(params![log_id, seq, envelope])
+            .map_err(sql)?;
+        last = *seq;
+    }
+    conn.prepare_cached(
+        "INSERT INTO event_logs (id, last_seq, closed_at) VALUES (?1, ?2, NULL) \
+         ON CONFLICT (id) DO UPDATE SET last_seq = excluded.last_seq",
+    )
+    .and_then(|mut statement| statement.execute(params![log_id, last]))
+    .map_err(sql)?;
     Ok(())
 }

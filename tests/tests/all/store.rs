@@ -17,7 +17,7 @@ use harness_core::store::{
     WriteOp,
 };
 use harness_store::testing::{
-    Backend, append, create, ids, message, message_ids, put, thread, varied_messages,
+    Backend, append, create, ids, logged, message, message_ids, put, thread, varied_messages,
 };
 use harness_tests::child::{self, Reports, kill, next_report, park_until_killed, say};
 use serde_json::json;
@@ -81,6 +81,10 @@ async fn sqlite_reopen_finds_everything() {
                 append("t1", expected_messages.clone()),
                 put("om", "t1/obs", Some("t1"), json!({"generation": 3})),
                 put("om", "global", None, json!(null)),
+                WriteOp::AppendEvents {
+                    log_id: "h1".into(),
+                    events: (1..=120).map(logged).collect(),
+                },
             ])
             .await
             .unwrap();
@@ -95,6 +99,11 @@ async fn sqlite_reopen_finds_everything() {
         assert_eq!(store.messages("t1").await.unwrap(), expected_messages);
         assert_eq!(store.resource_ids().await.unwrap(), ["r1", "r2"]);
         assert_eq!(store.records("om", "").await.unwrap().len(), 2);
+        // A client that read 100 events before the restart gets exactly the rest.
+        assert_eq!(
+            store.events("h1", 100, 1000).await.unwrap(),
+            (101..=120).map(logged).collect::<Vec<_>>()
+        );
     }
     // Reopening applied the migration once.
     let raw = rusqlite::Connection::open(&path).unwrap();
@@ -102,6 +111,40 @@ async fn sqlite_reopen_finds_everything() {
         .query_row("SELECT count(*) FROM harness_schema", [], |row| row.get(0))
         .unwrap();
     assert_eq!(versions, SqliteStore::SCHEMA_VERSION);
+}
+
+#[tokio::test]
+async fn sqlite_file_of_schema_1_is_migrated_and_keeps_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("harness.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .write(vec![
+                WriteOp::CreateThread(thread("t1", "r1", 10)),
+                append("t1", vec![message("m1", "t1", "kept")]),
+            ])
+            .await
+            .unwrap();
+    }
+    // Back to what schema 1 held: no event log tables, version 1 recorded.
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute_batch(
+        "DROP TABLE events; DROP TABLE event_logs; DELETE FROM harness_schema WHERE version > 1;",
+    )
+    .unwrap();
+    drop(raw);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(message_ids(&store.messages("t1").await.unwrap()), ["m1"]);
+    store
+        .write(vec![WriteOp::AppendEvents {
+            log_id: "h1".into(),
+            events: vec![logged(1)],
+        }])
+        .await
+        .unwrap();
+    assert_eq!(store.events("h1", 0, 10).await.unwrap(), [logged(1)]);
 }
 
 #[tokio::test]
