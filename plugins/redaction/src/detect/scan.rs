@@ -1141,14 +1141,21 @@ fn plain_number_end(h: &[u8], s: usize) -> Option<usize> {
         return None;
     }
     match h.get(j).copied() {
-        None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t' | b'%') => {
-            Some(j)
-        }
+        next if ends_number(next) => Some(j),
         Some(b' ' | b'.') if h.get(j + 1).copied().is_some_and(is_digit) => short_run_end(h, s, j),
         Some(b' ') => (h.get(j + 1) != Some(&b'(')).then_some(j),
         Some(c) if glued_word(c) && !matches!(h[s], b'1' | b'3') => Some(word_end(h, j)),
         _ => None,
     }
+}
+
+/// The end of the text, or punctuation after a number that no numeric shape goes on with.
+#[inline(always)]
+fn ends_number(next: Option<u8>) -> bool {
+    matches!(
+        next,
+        None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t' | b'%')
+    )
 }
 
 /// A letter after digits that makes them part of a word no numeric shape continues: not a
@@ -1199,9 +1206,7 @@ fn short_run_end(h: &[u8], s: usize, first_end: usize) -> Option<usize> {
             return None;
         }
         match h.get(end).copied() {
-            None | Some(b',' | b'"' | b'\n' | b')' | b']' | b'}' | b';' | b'\r' | b'\t' | b'%') => {
-                return Some(end);
-            }
+            next if ends_number(next) => return Some(end),
             Some(b' ' | b'.') if h.get(end + 1).copied().is_some_and(is_digit) => {}
             Some(b' ') if h.get(end + 1) != Some(&b'(') => return Some(end),
             _ => return None,
