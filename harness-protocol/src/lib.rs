@@ -6,8 +6,12 @@
 //! pure [`reduce`] function (the runtime's display scheduler does the same, and batches the
 //! snapshots). Messages, threads, tasks and error codes are the other shapes a client meets.
 //!
-//! JSON field names are camelCase; every enum is tagged by `type` in snake_case. The JSON
-//! Schema of the envelope is [`envelope_schema`], checked in as `schema/events.json`.
+//! [`open_harness`] maps a run's events to the Open Harness API's execution events, for HTTP
+//! servers.
+//!
+//! JSON field names are camelCase (the Open Harness types keep the spec's snake_case); every
+//! enum is tagged by `type` in snake_case. The JSON Schema of the envelope is
+//! [`envelope_schema`], checked in as `schema/events.json`.
 //!
 //! ```
 //! use harness_protocol::{DisplayState, HarnessEvent, reduce};
@@ -28,6 +32,7 @@ mod error;
 pub mod event;
 mod memory;
 mod message;
+pub mod open_harness;
 pub mod reducer;
 mod task;
 

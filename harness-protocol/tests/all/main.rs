@@ -5,4 +5,5 @@
 //! One binary for every integration test of the crate, so that linking stays cheap.
 
 mod kinds;
+mod open_harness;
 mod schema;
