@@ -127,7 +127,7 @@ impl fmt::Debug for Subscription {
     }
 }
 
-type ListenerFn = dyn Fn(&EventEnvelope) + Send + Sync;
+type ListenerFn = dyn Fn(&Arc<EventEnvelope>) + Send + Sync;
 
 struct ListenerEntry {
     id: u64,
@@ -178,7 +178,7 @@ impl Listeners {
         self.count.load(Ordering::Acquire) == 0
     }
 
-    fn call(&self, envelope: &EventEnvelope) {
+    fn call(&self, envelope: &Arc<EventEnvelope>) {
         let entries = Arc::clone(&self.entries.read().unwrap_or_else(PoisonError::into_inner));
         for entry in entries.iter() {
             if entry.failed.load(Ordering::Relaxed) {
@@ -282,6 +282,15 @@ impl EventBus {
     where
         F: Fn(&EventEnvelope) + Send + Sync + 'static,
     {
+        self.listen_shared(move |envelope: &Arc<EventEnvelope>| callback(envelope))
+    }
+
+    /// Like [`EventBus::listen`], with the envelope as the bus shares it: a callback that
+    /// keeps envelopes (to hand them to another task) clones the [`Arc`], not the event.
+    pub fn listen_shared<F>(&self, callback: F) -> ListenerGuard
+    where
+        F: Fn(&Arc<EventEnvelope>) + Send + Sync + 'static,
+    {
         let id = self.inner.listeners.add(Box::new(callback));
         ListenerGuard {
             bus: Arc::downgrade(&self.inner),
@@ -322,7 +331,7 @@ impl EventBus {
     }
 
     /// Runs the listeners on an envelope.
-    pub(crate) fn notify_listeners(&self, envelope: &EventEnvelope) {
+    pub(crate) fn notify_listeners(&self, envelope: &Arc<EventEnvelope>) {
         if !self.inner.listeners.is_empty() {
             self.inner.listeners.call(envelope);
         }

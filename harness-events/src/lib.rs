@@ -4,6 +4,9 @@
 //! they carry are in [`harness_protocol`]; `harness-core` re-exports both crates as
 //! `harness_core::event`.
 //!
+//! The [`EventLogWriter`] appends every envelope to an event log in a store, for clients that
+//! resume a stream after a cut or a restart.
+//!
 //! A crate of its own so that what delivers events (a server's streams, later a fan-out
 //! across processes) can use it without the runtime.
 //!
@@ -34,8 +37,10 @@
 
 pub mod bus;
 pub mod hub;
+pub mod log;
 pub mod scheduler;
 
 pub use bus::{Delivery, EventBus, EventSink, ListenerGuard, Subscription};
 pub use hub::{EventHub, EventHubConfig};
+pub use log::{EventLogWriter, next_seq};
 pub use scheduler::{DisplayConfig, DisplayScheduler, DisplayStateStream, flushes_at_once};
