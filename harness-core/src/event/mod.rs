@@ -15,8 +15,8 @@
 //! ```
 
 pub use harness_events::{
-    Delivery, EventBus, EventHub, EventHubConfig, EventSink, ListenerGuard, Subscription, bus, hub,
-    scheduler,
+    Delivery, EventBus, EventHub, EventHubConfig, EventLogWriter, EventSink, ListenerGuard,
+    Subscription, bus, hub, log, next_seq, scheduler,
 };
 pub use harness_protocol::event::*;
 pub use harness_protocol::{

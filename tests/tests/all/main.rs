@@ -4,6 +4,7 @@
 //!
 //! One binary for every integration test of the crate, so that linking stays cheap.
 
+mod execution_stream;
 mod harness_processes;
 mod kernel_behaviour;
 mod kernel_tags;
