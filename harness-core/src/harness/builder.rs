@@ -3,6 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use harness_tags::{Compose, IntoPlugin, Pipeline, Plugin, ToolCategory};
 use serde_json::{Map, Value};
@@ -239,6 +240,7 @@ pub struct HarnessBuilder {
     kernel_config: KernelConfig,
     interactive: Option<bool>,
     persist_grants: bool,
+    approval_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for HarnessBuilder {
@@ -274,6 +276,7 @@ impl HarnessBuilder {
             kernel_config: KernelConfig::default(),
             interactive: None,
             persist_grants: false,
+            approval_timeout: None,
         }
     }
 
@@ -475,6 +478,14 @@ impl HarnessBuilder {
         self
     }
 
+    /// Declines an approval nobody answered within `limit` (the model is told why), instead of
+    /// waiting as long as the run lasts: for servers, where the user who could answer may be
+    /// gone. Unset by default.
+    pub fn approval_timeout(mut self, limit: Duration) -> Self {
+        self.approval_timeout = Some(limit);
+        self
+    }
+
     /// Saves the session grants (`always allow` answers) with the thread, so that they come
     /// back with it. Off by default: grants then last for the session, across threads.
     pub fn persist_grants(mut self, persist: bool) -> Self {
@@ -599,6 +610,7 @@ impl HarnessBuilder {
                 id_generator: self.id_generator.unwrap_or_else(|| Arc::new(default_id)),
                 interactive: self.interactive,
                 persist_grants: self.persist_grants,
+                approval_timeout: self.approval_timeout,
                 session,
                 queue: Default::default(),
                 runner: Default::default(),

@@ -88,6 +88,38 @@ impl SessionChannel {
         SessionChannel { harness }
     }
 
+    /// The answer to the approval of `call_id`, or a decline once the approval timeout passes
+    /// with no answer. `Err` if the run was aborted.
+    async fn approval_answer(
+        &self,
+        call_id: &str,
+        mut answer: oneshot::Receiver<ApprovalAnswer>,
+    ) -> Result<ApprovalAnswer, oneshot::error::RecvError> {
+        let Some(limit) = self.harness.approval_timeout else {
+            return answer.await;
+        };
+        if let Ok(answered) = tokio::time::timeout(limit, &mut answer).await {
+            return answered;
+        }
+        let withdrawn = {
+            let mut approvals = lock(&self.harness.session.approvals);
+            let waiting = approvals.len();
+            approvals.retain(|pending| pending.call_id != call_id);
+            approvals.len() < waiting
+        };
+        if !withdrawn {
+            // Someone took the approval to answer it as the time ran out: their answer stands.
+            return answer.await;
+        }
+        Ok(ApprovalAnswer::Decline {
+            reason: format!(
+                "it needs the user's approval and no one answered within {} s, so it did not \
+                 run. Continue without it, or explain what you need.",
+                limit.as_secs_f64()
+            ),
+        })
+    }
+
     async fn wait_for_answer(&self, suspension: Suspension) -> Result<Value, SuspendError> {
         if !self.harness.interactive() {
             return Err(SuspendError::Unavailable);
@@ -147,7 +179,7 @@ impl HarnessChannel for SessionChannel {
                 category: request.category,
                 reason: request.verdict.reason.clone(),
             });
-        let Ok(answer) = answer.await else {
+        let Ok(answer) = self.approval_answer(&call.id, answer).await else {
             return ApprovalAnswer::Decline {
                 reason: "the run was aborted".to_owned(),
             };

@@ -279,6 +279,54 @@ async fn abort_cancels_a_pending_approval() {
     assert_eq!(deploys.load(Ordering::SeqCst), 0);
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_approval_nobody_answers_in_time_is_declined() {
+    let deploys = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(
+        ScriptedModel::new("scripted/ops")
+            .then(Scripted::tool_call("deploy", json!({})))
+            .then(Scripted::text("gave up")),
+    );
+    let harness = deploying(ScriptedModel::new("scripted/unused"), Arc::clone(&deploys))
+        .model_resolver({
+            let model = Arc::clone(&model);
+            move |_| Ok(model.clone() as _)
+        })
+        .approval_timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut events = harness.subscribe();
+    let run = send(&harness, "ship it");
+    approval_requested(&mut events).await;
+    // Paused time moves on while every task waits: the timeout passes with no answer (an
+    // hour later, the test gives up instead of hanging).
+    let answered = next_matching(&mut events, |e| match e {
+        HarnessEvent::ToolApprovalAnswered { approved, .. } => Some(*approved),
+        _ => None,
+    });
+    let approved = tokio::time::timeout(std::time::Duration::from_secs(3600), answered)
+        .await
+        .expect("the approval was still waiting an hour later");
+    assert!(!approved);
+    let summary = run.await.unwrap().unwrap();
+    assert_eq!(summary.outcome, RunOutcome::Complete);
+    assert_eq!(summary.final_text.as_deref(), Some("gave up"));
+    assert_eq!(deploys.load(Ordering::SeqCst), 0);
+    assert!(harness.session().pending_approvals().is_empty());
+    let requests = model.requests();
+    let results = requests[1].tool_results();
+    assert!(
+        results[0].contains("no one answered within 30 s"),
+        "{results:?}"
+    );
+    // Answering now is too late: nothing waits.
+    assert!(
+        harness
+            .respond_to_tool_approval(ApprovalAnswer::Approve, None)
+            .is_err()
+    );
+}
+
 /// A harness whose model plays `script`, with the built-in tools only.
 fn scripted(script: ScriptedModel) -> (Harness, Arc<ScriptedModel>) {
     let model = Arc::new(script);
