@@ -10,6 +10,9 @@
 //! with the same log after a restart starts its hub at [`next_seq`], so that `seq`s keep
 //! increasing across processes.
 //!
+//! The queue between the listener and the task is unbounded, because publishing never waits:
+//! if the store stalls while events keep coming, they wait in memory until it answers.
+//!
 //! A listener counts as an audience: a harness with only this writer attached believes a user
 //! interface is watching (and waits for approvals). A server that logs events sets the
 //! harness's interactivity itself.
@@ -23,7 +26,7 @@ use harness_store::{LoggedEvent, Store, StoreError, WriteOp};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::bus::ListenerGuard;
+use crate::bus::{EventBus, ListenerGuard};
 use crate::hub::EventHub;
 
 /// The most envelopes appended in one write.
@@ -31,7 +34,8 @@ const MAX_BATCH: usize = 256;
 
 /// Appends every envelope a hub publishes to one event log; see the [module docs](self).
 pub struct EventLogWriter {
-    hub: EventHub,
+    /// Where the next `seq` is read, to know what `flush` waits for.
+    bus: EventBus,
     listener: ListenerGuard,
     /// The `seq` of the last envelope stored, or the error that stopped the writer.
     stored: watch::Receiver<Result<u64, StoreError>>,
@@ -70,7 +74,7 @@ impl EventLogWriter {
             report,
         ));
         EventLogWriter {
-            hub: hub.clone(),
+            bus: hub.bus().clone(),
             listener,
             stored,
             task,
@@ -87,7 +91,7 @@ impl EventLogWriter {
     /// Waits until every envelope published before this call is stored; the error of a
     /// failed append, if one failed (the writer stops at the first).
     pub async fn flush(&self) -> Result<(), StoreError> {
-        let target = self.hub.bus().next_seq().saturating_sub(1);
+        let target = self.bus.next_seq().saturating_sub(1);
         let mut stored = self.stored.clone();
         let reached = stored
             .wait_for(|state| state.as_ref().map_or(true, |seq| *seq >= target))
