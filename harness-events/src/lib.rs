@@ -42,5 +42,5 @@ pub mod scheduler;
 
 pub use bus::{Delivery, EventBus, EventSink, ListenerGuard, Subscription};
 pub use hub::{EventHub, EventHubConfig};
-pub use log::{EventLogWriter, next_seq};
+pub use log::{EventLogWriter, SeqOrder, next_seq};
 pub use scheduler::{DisplayConfig, DisplayScheduler, DisplayStateStream, flushes_at_once};

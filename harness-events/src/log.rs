@@ -141,18 +141,14 @@ async fn append_loop(
     mut queue: mpsc::UnboundedReceiver<Arc<EventEnvelope>>,
     report: watch::Sender<Result<u64, StoreError>>,
 ) {
-    let mut next = first;
-    let mut waiting: BTreeMap<u64, Arc<EventEnvelope>> = BTreeMap::new();
+    let mut order = SeqOrder::new(first);
     let mut received = Vec::with_capacity(MAX_BATCH);
     while queue.recv_many(&mut received, MAX_BATCH).await > 0 {
         for envelope in received.drain(..) {
-            if envelope.seq >= next {
-                waiting.insert(envelope.seq, envelope);
-            }
+            order.push(envelope);
         }
-        // The unbroken run from `next`; anything after a gap waits for the gap to fill.
         let mut events = Vec::new();
-        while let Some(envelope) = waiting.remove(&next) {
+        while let Some(envelope) = order.pop() {
             match serde_json::to_string(&*envelope) {
                 Ok(json) => events.push(LoggedEvent {
                     seq: envelope.seq,
@@ -160,13 +156,13 @@ async fn append_loop(
                 }),
                 Err(error) => {
                     let error = StoreError::Backend(format!(
-                        "envelope {next} cannot be serialized for event log `{log_id}`: {error}"
+                        "envelope {} cannot be serialized for event log `{log_id}`: {error}",
+                        envelope.seq
                     ));
                     report.send_modify(|state| *state = Err(error));
                     return;
                 }
             }
-            next += 1;
         }
         if events.is_empty() {
             continue;
@@ -182,6 +178,47 @@ async fn append_loop(
             report.send_modify(|state| *state = Err(error));
             return;
         }
-        report.send_modify(|state| *state = Ok(next - 1));
+        report.send_modify(|state| *state = Ok(order.next() - 1));
+    }
+}
+
+/// Puts envelopes taken by listeners back in `seq` order.
+///
+/// Listeners of two threads publishing at once may see envelopes out of order; this hands
+/// them out as an unbroken run from the first `seq`, holding back whatever follows a gap
+/// until the gap fills. Envelopes before the next expected `seq` are dropped.
+#[derive(Debug)]
+pub struct SeqOrder {
+    next: u64,
+    waiting: BTreeMap<u64, Arc<EventEnvelope>>,
+}
+
+impl SeqOrder {
+    /// Orders envelopes from `first` on (a bus's `next_seq` read once its listener is in
+    /// place).
+    pub fn new(first: u64) -> Self {
+        SeqOrder {
+            next: first,
+            waiting: BTreeMap::new(),
+        }
+    }
+
+    /// Takes an envelope in whatever order it came.
+    pub fn push(&mut self, envelope: Arc<EventEnvelope>) {
+        if envelope.seq >= self.next {
+            self.waiting.insert(envelope.seq, envelope);
+        }
+    }
+
+    /// The next envelope in order, if it has come.
+    pub fn pop(&mut self) -> Option<Arc<EventEnvelope>> {
+        let envelope = self.waiting.remove(&self.next)?;
+        self.next += 1;
+        Some(envelope)
+    }
+
+    /// The `seq` handed out next.
+    pub fn next(&self) -> u64 {
+        self.next
     }
 }

@@ -61,3 +61,33 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     }
     text
 }
+
+/// The calendar date of a day count since 1970-01-01 (proleptic Gregorian).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// A Unix time in milliseconds as RFC 3339 / ISO 8601 in UTC, to the millisecond:
+/// `2026-11-25T18:21:20.123Z`.
+pub fn rfc3339(unix_ms: i64) -> String {
+    let seconds = unix_ms.div_euclid(1000);
+    let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
+    let in_day = seconds.rem_euclid(86_400);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        in_day / 3600,
+        in_day % 3600 / 60,
+        in_day % 60,
+        unix_ms.rem_euclid(1000)
+    )
+}

@@ -397,9 +397,9 @@ impl HarnessInner {
     }
 }
 
-/// A default id: time-ordered, with a random part so two harnesses do not collide (19 hex
-/// digits: 11 of Unix milliseconds, 8 random).
-pub(crate) fn default_id() -> String {
+/// A new id, as the harness makes them by default: time-ordered, with a random part so two
+/// harnesses do not collide (19 hex digits: 11 of Unix milliseconds, 8 random).
+pub fn default_id() -> String {
     use std::collections::hash_map::RandomState;
     use std::hash::{BuildHasher, Hasher};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
