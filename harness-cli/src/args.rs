@@ -85,6 +85,39 @@ pub enum Command {
     /// The MCP servers of harness.toml and config.toml: whether they start, and their tools.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Serve the Open Harness API over HTTP: sessions, executions, streams, approvals.
+    #[command(after_help = SERVE_HELP)]
+    Serve(ServeArgs),
+}
+
+const SERVE_HELP: &str = "\
+Examples:
+  harness serve                                   127.0.0.1:7878, a token printed once
+  HARNESS_SERVER_TOKEN=... harness serve --bind 0.0.0.0:7878
+  harness serve --cors-origin https://app.example.com
+
+Every request under /v1 needs `Authorization: Bearer <token>`. Without --token or
+HARNESS_SERVER_TOKEN a token is generated and printed once, and the server only binds a
+loopback address. The API is described at /openapi.json.";
+
+/// `harness serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address to listen on
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub bind: String,
+    /// The bearer token clients send [default: $HARNESS_SERVER_TOKEN, else generated]
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// An origin browsers may call from (CORS); repeat for several
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
+    /// Seconds an approval waits for an answer before it is declined
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub approval_timeout: u64,
+    /// The model, workspace and mode.
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 const RUN_HELP: &str = "\

@@ -38,6 +38,7 @@ pub mod mcp;
 pub mod progress;
 pub mod render;
 pub mod run;
+pub mod serve;
 pub mod setup;
 pub mod threads;
 
@@ -82,6 +83,9 @@ pub enum CliError {
     /// The command was used wrongly.
     #[error("{0}")]
     Usage(String),
+    /// The HTTP server did not start or stopped.
+    #[error(transparent)]
+    Server(#[from] harness_server::ServerError),
 }
 
 impl CliError {
@@ -135,6 +139,7 @@ pub fn main_with(cli: Cli) -> ExitCode {
             Command::Trust(args) => commands::trust(args),
             Command::Untrust(args) => commands::untrust(args),
             Command::Mcp(command) => mcp::mcp(&cli.global, command).await,
+            Command::Serve(args) => serve::serve(&cli.global, args).await,
         }
     });
     // Tool processes and stdin readers must not keep the process alive.

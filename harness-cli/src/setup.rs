@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness_core::event::EventHubConfig;
-use harness_core::harness::{Harness, Mode};
+use harness_core::harness::{Harness, HarnessBuilder, Mode};
 use harness_core::model::{
     Model, ModelCatalog, ModelError, ModelId, ProviderConfig, ProviderEntry, ProviderKind,
 };
@@ -267,91 +267,16 @@ impl Setup {
         flags: &ModelArgs,
         pace: Duration,
     ) -> Result<Setup, CliError> {
-        let choice = choose_model(flags, &settings, &|var| std::env::var(var).ok())?;
-        let catalog = Arc::new(model_catalog(flags, &settings, &choice)?);
-        let resolver: Resolver = Arc::new(move |id: &ModelId| {
-            if id.provider() == "demo" {
-                Ok(Arc::new(DemoModel::new(id.clone(), pace)) as Arc<dyn Model>)
-            } else {
-                catalog.resolve_model(id.as_str())
-            }
-        });
-        if let ModelChoice::Flag(model) = &choice {
-            resolver(model)?;
-        }
-        let root = flags
-            .workspace
-            .clone()
-            .or_else(|| settings.workspace())
-            .unwrap_or_else(|| PathBuf::from("."));
-        let workspace = Workspace::new(&root)?;
-        let db = global
-            .db
-            .clone()
-            .or_else(|| settings.database())
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
-        let store = open_store(&db)?;
-
-        let mut tools = workspace.tools();
-        if choice.is_demo() {
-            tools.extend(demo::tools());
-        }
-        let (permissions, yolo) = settings.permissions()?;
-        let mut builder = Harness::builder("harness-cli")
-            .resource_id(settings.resource().unwrap_or("default"))
-            .sqlite(store)
-            .instructions(settings.instructions().map_or_else(
-                || INSTRUCTIONS.replace("{root}", &workspace.root().display().to_string()),
-                str::to_owned,
-            ))
-            .default_model(choice.model().to_string())
-            .model_resolver({
-                let resolver = Arc::clone(&resolver);
-                move |id| resolver(id)
-            })
-            .plugin(permissions)
-            .interactive(true)
-            .event_config(EventHubConfig {
-                bus_capacity: 16 * 1024,
-                display_state_events: false,
-                ..EventHubConfig::default()
-            });
-        for tool in &tools {
-            builder = builder.tool(Arc::clone(tool));
-        }
-        for mode in modes(&settings, &tools)? {
-            builder = builder.mode(mode);
-        }
-        if let Some(mode) = settings.default_mode() {
-            builder = builder.default_mode(mode);
-        }
-        if let Some(redaction) = settings.redaction()? {
-            builder = builder.plugin(redaction);
-        }
-        if let Some(memory) = settings.memory()? {
-            builder = builder.plugin(memory);
-        }
-        // Started by the first run that asks for their tools; a failure is an error event,
-        // and the run goes on without that server.
-        for configured in settings.mcp_servers()? {
-            if configured.runs() {
-                builder = builder.mcp_server(configured.server);
-            }
-        }
-        if yolo {
-            let mut state = Map::new();
-            state.insert("yolo".into(), Value::Bool(true));
-            builder = builder.initial_state(state);
-        }
-        let harness = builder.build()?;
+        let parts = Parts::load(settings, global, flags, pace)?;
+        let harness = parts.builder()?.build()?;
         harness.init().await?;
         Ok(Setup {
             harness,
-            choice,
-            db,
-            workspace,
-            notice: settings.notice(),
-            resolver,
+            choice: parts.choice,
+            db: parts.db,
+            workspace: parts.workspace,
+            notice: parts.settings.notice(),
+            resolver: parts.resolver,
             mode: flags.mode.clone(),
         })
     }
@@ -403,6 +328,155 @@ impl Setup {
             .thread()
             .ok_or_else(|| CliError::Usage("no thread is bound".to_owned()))
     }
+}
+
+/// What a harness is built from, decided once from flags and configuration.
+pub struct Parts {
+    /// The layered configuration.
+    pub settings: Settings,
+    /// The model and where it came from.
+    pub choice: ModelChoice,
+    /// Builds models.
+    pub resolver: Resolver,
+    /// The workspace the tools work in.
+    pub workspace: Workspace,
+    /// The database file.
+    pub db: PathBuf,
+    /// The store opened on it.
+    pub store: SqliteStore,
+    /// The tools.
+    pub tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parts")
+            .field("choice", &self.choice)
+            .field("db", &self.db)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Parts {
+    /// Chooses the model, opens the workspace and the store. `pace` spaces the demo model's
+    /// words.
+    pub fn load(
+        settings: Settings,
+        global: &Global,
+        flags: &ModelArgs,
+        pace: Duration,
+    ) -> Result<Parts, CliError> {
+        let choice = choose_model(flags, &settings, &|var| std::env::var(var).ok())?;
+        let catalog = Arc::new(model_catalog(flags, &settings, &choice)?);
+        let resolver: Resolver = Arc::new(move |id: &ModelId| {
+            if id.provider() == "demo" {
+                Ok(Arc::new(DemoModel::new(id.clone(), pace)) as Arc<dyn Model>)
+            } else {
+                catalog.resolve_model(id.as_str())
+            }
+        });
+        if let ModelChoice::Flag(model) = &choice {
+            resolver(model)?;
+        }
+        let root = flags
+            .workspace
+            .clone()
+            .or_else(|| settings.workspace())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let workspace = Workspace::new(&root)?;
+        let db = global
+            .db
+            .clone()
+            .or_else(|| settings.database())
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+        let store = open_store(&db)?;
+
+        let mut tools = workspace.tools();
+        if choice.is_demo() {
+            tools.extend(demo::tools());
+        }
+        Ok(Parts {
+            settings,
+            choice,
+            resolver,
+            workspace,
+            db,
+            store,
+            tools,
+        })
+    }
+
+    /// The harness, not yet built: `harness run` and `harness chat` build it once, `harness
+    /// serve` once per session.
+    pub fn builder(&self) -> Result<HarnessBuilder, CliError> {
+        harness_builder(
+            &self.settings,
+            &self.tools,
+            &self.choice,
+            &self.resolver,
+            &self.workspace,
+            self.store.clone(),
+        )
+    }
+}
+
+/// The harness of [`Parts::builder`].
+fn harness_builder(
+    settings: &Settings,
+    tools: &[Arc<dyn Tool>],
+    choice: &ModelChoice,
+    resolver: &Resolver,
+    workspace: &Workspace,
+    store: SqliteStore,
+) -> Result<HarnessBuilder, CliError> {
+    let (permissions, yolo) = settings.permissions()?;
+    let mut builder = Harness::builder("harness-cli")
+        .resource_id(settings.resource().unwrap_or("default"))
+        .sqlite(store)
+        .instructions(settings.instructions().map_or_else(
+            || INSTRUCTIONS.replace("{root}", &workspace.root().display().to_string()),
+            str::to_owned,
+        ))
+        .default_model(choice.model().to_string())
+        .model_resolver({
+            let resolver = Arc::clone(resolver);
+            move |id| resolver(id)
+        })
+        .plugin(permissions)
+        .interactive(true)
+        .event_config(EventHubConfig {
+            bus_capacity: 16 * 1024,
+            display_state_events: false,
+            ..EventHubConfig::default()
+        });
+    for tool in tools {
+        builder = builder.tool(Arc::clone(tool));
+    }
+    for mode in modes(settings, tools)? {
+        builder = builder.mode(mode);
+    }
+    if let Some(mode) = settings.default_mode() {
+        builder = builder.default_mode(mode);
+    }
+    if let Some(redaction) = settings.redaction()? {
+        builder = builder.plugin(redaction);
+    }
+    if let Some(memory) = settings.memory()? {
+        builder = builder.plugin(memory);
+    }
+    // Started by the first run that asks for their tools; a failure is an error event,
+    // and the run goes on without that server.
+    for configured in settings.mcp_servers()? {
+        if configured.runs() {
+            builder = builder.mcp_server(configured.server);
+        }
+    }
+    if yolo {
+        let mut state = Map::new();
+        state.insert("yolo".into(), Value::Bool(true));
+        builder = builder.initial_state(state);
+    }
+    Ok(builder)
 }
 
 /// Opens (creating its directory) the SQLite store.

@@ -1,0 +1,377 @@
+//! The execution group: run a message on a session, follow it, answer what it waits for.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use harness_core::tool::ApprovalAnswer;
+use harness_tags::util::rfc3339;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::Shared;
+use super::sessions::{thread, unsupported};
+use super::types::{
+    CancelResponse, ExecuteRequest, ExecuteResponse, Execution, ExecutionResponse, ExecutionResult,
+    Page, Pagination, ResultResponse, SendInputRequest, SendInputResponse, ToolCallSummary,
+    ToolCallsResponse, check_length,
+};
+use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
+use crate::host::{ExecutionRecord, ExecutionStatus, Live};
+use crate::stream::{execution_stream, last_event_id};
+
+const MAX_MESSAGE: usize = 100_000;
+
+/// A new execution id.
+pub(crate) fn new_execution_id() -> String {
+    format!("exec_{}", harness_core::harness::default_id())
+}
+
+/// Waits until a live execution is over, and returns its final record.
+pub(crate) async fn wait_finished(live: &Live) -> ExecutionRecord {
+    let mut changes = live.watch();
+    loop {
+        let record = live.record();
+        if record.status.is_finished() || changes.changed().await.is_err() {
+            return live.record();
+        }
+    }
+}
+
+fn view(state: &Shared, record: ExecutionRecord) -> Execution {
+    let progress = None;
+    Execution {
+        id: record.id,
+        harness_id: state.config.harness_id.clone(),
+        status: record.status,
+        progress,
+        started_at: rfc3339(record.started_at),
+        completed_at: record.completed_at.map(rfc3339),
+        artifacts_count: 0,
+        session_id: record.session_id,
+        awaiting_input: record.awaiting_input,
+    }
+}
+
+/// Checks an execute request and starts it; the execution's id and session.
+async fn start(state: &Shared, request: ExecuteRequest) -> Result<(String, String), ApiError> {
+    check_length("message", &request.message, MAX_MESSAGE)?;
+    unsupported(
+        request.agent_id.as_deref(),
+        request.skills.as_deref(),
+        request.system_prompt.as_deref(),
+    )?;
+    if request.max_tokens.is_some() {
+        return Err(ApiError::invalid_field(
+            "max_tokens",
+            "max_tokens per execution is not supported; the mode's model settings apply",
+        ));
+    }
+    if request.temperature.is_some() {
+        return Err(ApiError::invalid_field(
+            "temperature",
+            "temperature per execution is not supported; the mode's model settings apply",
+        ));
+    }
+    let session_id = match &request.session_id {
+        Some(id) => thread(state, id).await?.id,
+        None => state.host.create_session(None).await?.id,
+    };
+    if let Some(model) = &request.model {
+        let harness = state.host.harness(&session_id).await?;
+        harness
+            .switch_model(model)
+            .await
+            .map_err(|error| ApiError::invalid_field("model", error.to_string()))?;
+    }
+    let id = new_execution_id();
+    state
+        .host
+        .execute(&session_id, request.message, id.clone())
+        .await?;
+    Ok((id, session_id))
+}
+
+/// Executes a task; follow it with the stream URL.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/execute", tag = "execution",
+    operation_id = "execution.run", params(("harnessId" = String, Path)),
+    request_body = ExecuteRequest,
+    responses((status = 202, body = ExecuteResponse), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 409, body = ErrorResponse), (status = 413, body = ErrorResponse),
+        (status = 415, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
+pub(crate) async fn execute(
+    State(state): State<Shared>,
+    Path(harness_id): Path<String>,
+    ApiJson(request): ApiJson<ExecuteRequest>,
+) -> Result<Response, ApiError> {
+    state.check_harness(&harness_id)?;
+    let (id, session_id) = start(&state, request).await?;
+    let location = format!("/v1/harnesses/{harness_id}/executions/{id}");
+    let body = ExecuteResponse {
+        execution_id: id.clone(),
+        status: ExecutionStatus::Pending,
+        stream_url: format!("{location}/stream"),
+        session_id,
+    };
+    let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
+    if let (Ok(location), Ok(id)) = (HeaderValue::from_str(&location), HeaderValue::from_str(&id)) {
+        response.headers_mut().insert(header::LOCATION, location);
+        response.headers_mut().insert("x-execution-id", id);
+    }
+    Ok(response)
+}
+
+/// Executes a task and streams it.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/execute/stream", tag = "execution",
+    operation_id = "execution.stream", params(("harnessId" = String, Path)),
+    request_body = ExecuteRequest,
+    responses((status = 200, content_type = "text/event-stream", body = String,
+            description = "Execution events; `id:` is the frame's seq"),
+        (status = 400, body = ErrorResponse), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 409, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
+pub(crate) async fn execute_stream(
+    State(state): State<Shared>,
+    Path(harness_id): Path<String>,
+    ApiJson(request): ApiJson<ExecuteRequest>,
+) -> Result<Response, ApiError> {
+    state.check_harness(&harness_id)?;
+    let (id, _) = start(&state, request).await?;
+    execution_stream(&state, &id, 0).await
+}
+
+/// Executions' filters.
+#[derive(Clone, Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ExecutionFilter {
+    /// Only executions in this state.
+    status: Option<ExecutionStatus>,
+    /// Executions of this agent (agents are not provided: none).
+    agent_id: Option<String>,
+    /// Not supported (`400`).
+    since: Option<String>,
+    /// 1-100 (default 20).
+    limit: Option<i64>,
+    /// Default 0.
+    offset: Option<i64>,
+}
+
+/// Lists executions, newest first.
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/executions", tag = "execution",
+    operation_id = "execution.list", params(("harnessId" = String, Path), ExecutionFilter),
+    responses((status = 200, body = Page<Execution>), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse)))]
+pub(crate) async fn list(
+    State(state): State<Shared>,
+    Path(harness_id): Path<String>,
+    ApiQuery(filter): ApiQuery<ExecutionFilter>,
+) -> Result<Json<Page<Execution>>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let page = Pagination {
+        limit: filter.limit,
+        offset: filter.offset,
+    }
+    .checked()?;
+    if filter.since.is_some() {
+        return Err(ApiError::invalid_field(
+            "since",
+            "filtering by time is not supported; page with offset",
+        ));
+    }
+    let executions = if filter.agent_id.is_some() {
+        Vec::new()
+    } else {
+        state
+            .host
+            .executions()
+            .await?
+            .into_iter()
+            .filter(|record| filter.status.is_none_or(|status| record.status == status))
+            .map(|record| view(&state, record))
+            .collect()
+    };
+    Ok(Json(Page::of(executions, page)))
+}
+
+/// An execution.
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/executions/{executionId}",
+    tag = "execution", operation_id = "execution.get",
+    params(("harnessId" = String, Path), ("executionId" = String, Path)),
+    responses((status = 200, body = ExecutionResponse), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse)))]
+pub(crate) async fn get_execution(
+    State(state): State<Shared>,
+    Path((harness_id, execution_id)): Path<(String, String)>,
+) -> Result<Json<ExecutionResponse>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let record = state.host.execution(&execution_id).await?;
+    Ok(Json(ExecutionResponse {
+        execution: view(&state, record),
+    }))
+}
+
+/// Attaches to an execution's stream; `Last-Event-ID` resumes after that frame.
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/executions/{executionId}/stream",
+    tag = "execution", operation_id = "execution.attachStream",
+    params(("harnessId" = String, Path), ("executionId" = String, Path),
+        ("Last-Event-ID" = Option<String>, Header, description = "The id of the last frame received")),
+    responses((status = 200, content_type = "text/event-stream", body = String,
+            description = "Execution events; `id:` is the frame's seq"),
+        (status = 400, body = ErrorResponse), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 410, body = ErrorResponse)))]
+pub(crate) async fn attach(
+    State(state): State<Shared>,
+    Path((harness_id, execution_id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.check_harness(&harness_id)?;
+    let after = last_event_id(&headers)?;
+    state.host.execution(&execution_id).await?;
+    execution_stream(&state, &execution_id, after).await
+}
+
+/// Cancels an execution: a queued one never starts, a running one is aborted.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/executions/{executionId}/cancel",
+    tag = "execution", operation_id = "execution.cancel",
+    params(("harnessId" = String, Path), ("executionId" = String, Path)),
+    responses((status = 200, body = CancelResponse), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 409, body = ErrorResponse)))]
+pub(crate) async fn cancel(
+    State(state): State<Shared>,
+    Path((harness_id, execution_id)): Path<(String, String)>,
+) -> Result<Json<CancelResponse>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let record = state.host.execution(&execution_id).await?;
+    let live = match state.host.live(&execution_id) {
+        Some(live) if !record.status.is_finished() => live,
+        _ => {
+            return Err(ApiError::conflict(format!(
+                "execution `{execution_id}` is already over"
+            )));
+        }
+    };
+    live.cancel();
+    let record = wait_finished(&live).await;
+    let cancelled = record.status == ExecutionStatus::Cancelled;
+    Ok(Json(CancelResponse {
+        execution: view(&state, record),
+        cancelled,
+    }))
+}
+
+/// What an execution ended with; `409` while it runs.
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/executions/{executionId}/result",
+    tag = "execution", operation_id = "execution.result",
+    params(("harnessId" = String, Path), ("executionId" = String, Path)),
+    responses((status = 200, body = ResultResponse), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 409, body = ErrorResponse)))]
+pub(crate) async fn result(
+    State(state): State<Shared>,
+    Path((harness_id, execution_id)): Path<(String, String)>,
+) -> Result<Json<ResultResponse>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let record = state.host.execution(&execution_id).await?;
+    if !record.status.is_finished() {
+        return Err(ApiError::conflict(format!(
+            "execution `{execution_id}` is still running"
+        )));
+    }
+    let tool_calls = record
+        .tool_calls
+        .iter()
+        .map(|call| ToolCallSummary {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            success: call.status == "completed",
+            duration_ms: call
+                .completed_at
+                .map_or(0, |end| end.saturating_sub(call.started_at)),
+        })
+        .collect();
+    Ok(Json(ResultResponse {
+        result: ExecutionResult {
+            execution_id: record.id,
+            status: record.status,
+            output: record.output,
+            artifacts: Vec::new(),
+            tool_calls,
+            usage: record.usage.into(),
+            error: record.error,
+        },
+    }))
+}
+
+/// The tool calls an execution made.
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/executions/{executionId}/tool-calls",
+    tag = "execution", operation_id = "execution.listToolCalls",
+    params(("harnessId" = String, Path), ("executionId" = String, Path)),
+    responses((status = 200, body = ToolCallsResponse), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse)))]
+pub(crate) async fn tool_calls(
+    State(state): State<Shared>,
+    Path((harness_id, execution_id)): Path<(String, String)>,
+) -> Result<Json<ToolCallsResponse>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let record = state.host.execution(&execution_id).await?;
+    Ok(Json(ToolCallsResponse {
+        tool_calls: record.tool_calls,
+    }))
+}
+
+/// Answers the approval or question an execution waits for.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/executions/{executionId}/input",
+    tag = "execution", operation_id = "execution.sendInput",
+    params(("harnessId" = String, Path), ("executionId" = String, Path)),
+    request_body = SendInputRequest,
+    responses((status = 200, body = SendInputResponse), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 409, body = ErrorResponse), (status = 410, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse)))]
+pub(crate) async fn send_input(
+    State(state): State<Shared>,
+    Path((harness_id, execution_id)): Path<(String, String)>,
+    ApiJson(request): ApiJson<SendInputRequest>,
+) -> Result<Json<SendInputResponse>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let record = state.host.execution(&execution_id).await?;
+    if record.status.is_finished() {
+        return Err(ApiError::gone(format!(
+            "execution `{execution_id}` is over"
+        )));
+    }
+    let (Some(live), Some(waiting)) = (state.host.live(&execution_id), record.awaiting_input)
+    else {
+        return Err(ApiError::conflict(format!(
+            "execution `{execution_id}` is not waiting for input"
+        )));
+    };
+    let call_id = request.call_id.as_deref().unwrap_or(&waiting.call_id);
+    let harness = live.harness();
+    if waiting.kind == "approval" {
+        let answer = approval(&request.data)?;
+        harness.respond_to_tool_approval(answer, Some(call_id))?;
+    } else {
+        let answer = request
+            .answer
+            .unwrap_or(serde_json::Value::String(request.data));
+        harness.respond_to_tool_suspension(answer, Some(call_id))?;
+    }
+    Ok(Json(SendInputResponse { accepted: true }))
+}
+
+/// An approval's answer from its text.
+fn approval(data: &str) -> Result<ApprovalAnswer, ApiError> {
+    match data.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" | "approve" | "approved" | "allow" => Ok(ApprovalAnswer::Approve),
+        "n" | "no" | "decline" | "declined" | "deny" => Ok(ApprovalAnswer::Decline {
+            reason: "the user declined over the API".to_owned(),
+        }),
+        "always" | "a" => Ok(ApprovalAnswer::AlwaysAllowTool),
+        other => Err(ApiError::invalid_field(
+            "data",
+            format!("an approval is answered yes, no or always, not `{other}`"),
+        )),
+    }
+}

@@ -1,0 +1,208 @@
+//! The router: the spec's route table, each route answered by its handler or `501`.
+
+pub(crate) mod execution;
+pub(crate) mod registry;
+pub(crate) mod sessions;
+pub(crate) mod types;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::handler::Handler;
+use axum::http::{HeaderName, HeaderValue, Method, Uri};
+use axum::middleware;
+use axum::response::IntoResponse;
+use axum::routing::{MethodFilter, MethodRouter, get, on};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::ServerConfig;
+use crate::error::ApiError;
+use crate::host::Host;
+use crate::routes::{SPEC_ROUTES, SpecRoute};
+
+/// What every handler shares.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) config: ServerConfig,
+    pub(crate) host: Arc<Host>,
+    /// When the server started, Unix milliseconds.
+    pub(crate) started_at: i64,
+}
+
+impl State {
+    /// `404` unless `harness_id` is the harness this server hosts.
+    pub(crate) fn check_harness(&self, harness_id: &str) -> Result<(), ApiError> {
+        if harness_id == self.config.harness_id {
+            Ok(())
+        } else {
+            Err(ApiError::not_found("harness", harness_id))
+        }
+    }
+}
+
+type Shared = Arc<State>;
+
+/// The spec operations this server provides, with their handlers.
+fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
+    let method = route.method;
+    Some(match route.id {
+        "harnesses.list" => on_method(method, registry::list),
+        "harnesses.get" => on_method(method, registry::get_harness),
+        "harnesses.capabilities" => on_method(method, registry::capabilities),
+        "harnesses.health" => on_method(method, registry::health),
+        "sessions.list" => on_method(method, sessions::list),
+        "sessions.create" => on_method(method, sessions::create),
+        "sessions.get" => on_method(method, sessions::get_session),
+        "sessions.update" => on_method(method, sessions::update),
+        "sessions.end" => on_method(method, sessions::end),
+        "sessions.resume" => on_method(method, sessions::resume),
+        "sessions.history" => on_method(method, sessions::history),
+        "sessions.fork" => on_method(method, sessions::fork),
+        "sessions.sendMessage" => on_method(method, sessions::send_message),
+        "sessions.sendMessageStream" => on_method(method, sessions::send_message_stream),
+        "execution.run" => on_method(method, execution::execute),
+        "execution.stream" => on_method(method, execution::execute_stream),
+        "execution.list" => on_method(method, execution::list),
+        "execution.get" => on_method(method, execution::get_execution),
+        "execution.attachStream" => on_method(method, execution::attach),
+        "execution.cancel" => on_method(method, execution::cancel),
+        "execution.result" => on_method(method, execution::result),
+        "execution.listToolCalls" => on_method(method, execution::tool_calls),
+        "execution.sendInput" => on_method(method, execution::send_input),
+        _ => return None,
+    })
+}
+
+/// True if this server provides the spec operation `id`.
+pub(crate) fn is_built(route: &SpecRoute) -> bool {
+    built(route).is_some()
+}
+
+fn filter(method: &str) -> MethodFilter {
+    match method {
+        "POST" => MethodFilter::POST,
+        "PUT" => MethodFilter::PUT,
+        "PATCH" => MethodFilter::PATCH,
+        "DELETE" => MethodFilter::DELETE,
+        _ => MethodFilter::GET,
+    }
+}
+
+fn on_method<H, T>(method: &str, handler: H) -> MethodRouter<Shared>
+where
+    H: Handler<T, Shared>,
+    T: 'static,
+{
+    on(filter(method), handler)
+}
+
+/// The whole router.
+pub(crate) fn router(state: Shared) -> Router {
+    // Routes that share a router path and method: `files/{path}` and `files/{path}/download`
+    // are both answered by `files/{*path}`.
+    let mut shared: BTreeMap<(String, &str), Vec<&'static SpecRoute>> = BTreeMap::new();
+    for route in SPEC_ROUTES {
+        shared
+            .entry((route.router_path(), route.method))
+            .or_default()
+            .push(route);
+    }
+    let mut paths: BTreeMap<String, MethodRouter<Shared>> = BTreeMap::new();
+    for ((path, method), routes) in shared {
+        let answer = match routes.as_slice() {
+            [route] => built(route).unwrap_or_else(|| not_built(method, route.id)),
+            [first, ..] => not_built_among(method, first, routes.clone()),
+            [] => continue,
+        };
+        let merged = match paths.remove(&path) {
+            Some(existing) => existing.merge(answer),
+            None => answer,
+        };
+        paths.insert(path, merged);
+    }
+    let mut api = Router::new();
+    for (path, methods) in paths {
+        api = api.route(&path, methods);
+    }
+    let token: Arc<str> = Arc::from(state.config.token.as_str());
+    let api = api
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            token,
+            crate::auth::require_token,
+        ))
+        .layer(DefaultBodyLimit::max(state.config.body_limit));
+    let cors = cors(&state.config);
+    let router = Router::new()
+        .route("/openapi.json", get(crate::openapi::serve))
+        .merge(api)
+        .fallback(no_route)
+        .with_state(state);
+    match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    }
+}
+
+fn cors(config: &ServerConfig) -> Option<CorsLayer> {
+    let origins: Vec<HeaderValue> = config
+        .cors_origins
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    if origins.is_empty() {
+        return None;
+    }
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+            ])
+            .allow_headers([
+                axum::http::header::AUTHORIZATION,
+                axum::http::header::CONTENT_TYPE,
+                HeaderName::from_static("last-event-id"),
+            ])
+            .expose_headers([
+                axum::http::header::LOCATION,
+                HeaderName::from_static("x-execution-id"),
+            ]),
+    )
+}
+
+/// `501` for a spec operation this server does not provide.
+fn not_built(method: &str, id: &'static str) -> MethodRouter<Shared> {
+    on_method(method, move || async move { ApiError::not_built(id) })
+}
+
+/// `501` for unprovided operations that share a catch-all route: the one whose path ends as
+/// the request's does (e.g. `/download`), else the first.
+fn not_built_among(
+    method: &str,
+    first: &'static SpecRoute,
+    routes: Vec<&'static SpecRoute>,
+) -> MethodRouter<Shared> {
+    on_method(method, move |uri: Uri| async move {
+        let tail = |route: &SpecRoute| route.path.rsplit('}').next().unwrap_or_default();
+        let route = routes
+            .iter()
+            .find(|route| !tail(route).is_empty() && uri.path().ends_with(tail(route)))
+            .unwrap_or(&first);
+        ApiError::not_built(route.id)
+    })
+}
+
+async fn no_route(uri: Uri) -> impl IntoResponse {
+    ApiError::no_route(uri.path())
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> impl IntoResponse {
+    ApiError::method_not_allowed(method.as_str(), uri.path())
+}

@@ -1,0 +1,546 @@
+//! The sessions group: a session is a thread of the harness.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use harness_store::{StoredMessage, ThreadRecord, WriteOp, metadata};
+use harness_tags::KernelMessage;
+use harness_tags::util::rfc3339;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use utoipa::IntoParams;
+
+use super::Shared;
+use super::execution::{new_execution_id, wait_finished};
+use super::types::{
+    ConnectedSession, CreateSessionRequest, ForkSessionRequest, ForkSessionResponse, Message,
+    MessageToolCall, Page, Pagination, SendMessageRequest, SendMessageResponse, Session,
+    SessionResponse, UpdateSessionRequest, check_length,
+};
+use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
+use crate::host::ExecutionStatus;
+use crate::stream::{execution_stream, last_event_id};
+
+/// The store namespace of session states (`paused`, `ended`); `active` is not stored.
+const SESSION_STATES: &str = "harness-server.sessions";
+
+const MAX_MESSAGE: usize = 100_000;
+
+pub(crate) async fn session_view(
+    state: &Shared,
+    thread: &ThreadRecord,
+) -> Result<Session, ApiError> {
+    let store = state.host.store();
+    let message_count = store
+        .thread_version(&thread.id)
+        .await?
+        .map_or(0, |version| version.messages);
+    let status = store
+        .record(SESSION_STATES, &thread.id)
+        .await?
+        .and_then(|record| record.value.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "active".to_owned());
+    Ok(Session {
+        id: thread.id.clone(),
+        harness_id: state.config.harness_id.clone(),
+        name: thread.title.clone(),
+        status,
+        message_count,
+        created_at: rfc3339(thread.created_at),
+        updated_at: rfc3339(thread.updated_at),
+    })
+}
+
+/// The session's thread, or `404`.
+pub(crate) async fn thread(state: &Shared, session_id: &str) -> Result<ThreadRecord, ApiError> {
+    state
+        .host
+        .store()
+        .thread(session_id)
+        .await?
+        .filter(|thread| thread.resource_id == state.host.resource_id())
+        .ok_or_else(|| ApiError::not_found("session", session_id))
+}
+
+fn connect_url(state: &Shared, session_id: &str) -> String {
+    format!(
+        "/v1/harnesses/{}/sessions/{session_id}/connect",
+        state.config.harness_id
+    )
+}
+
+async fn set_state(state: &Shared, session_id: &str, status: &str) -> Result<(), ApiError> {
+    let op = if status == "active" {
+        WriteOp::DeleteRecord {
+            namespace: SESSION_STATES.to_owned(),
+            key: session_id.to_owned(),
+        }
+    } else {
+        WriteOp::PutRecord {
+            namespace: SESSION_STATES.to_owned(),
+            key: session_id.to_owned(),
+            thread_id: Some(session_id.to_owned()),
+            value: Value::String(status.to_owned()),
+        }
+    };
+    Ok(state.host.store().write(vec![op]).await?)
+}
+
+/// Sessions' filters.
+#[derive(Clone, Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct SessionFilter {
+    /// `active`, `paused` or `ended`.
+    status: Option<String>,
+    /// Sessions of this agent (agents are not provided: none).
+    agent_id: Option<String>,
+    /// 1-100 (default 20).
+    limit: Option<i64>,
+    /// Default 0.
+    offset: Option<i64>,
+}
+
+/// Lists sessions, newest first.
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/sessions", tag = "sessions",
+    operation_id = "sessions.list", params(("harnessId" = String, Path), SessionFilter),
+    responses((status = 200, body = Page<Session>), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse)))]
+pub(crate) async fn list(
+    State(state): State<Shared>,
+    Path(harness_id): Path<String>,
+    ApiQuery(filter): ApiQuery<SessionFilter>,
+) -> Result<Json<Page<Session>>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let page = Pagination {
+        limit: filter.limit,
+        offset: filter.offset,
+    }
+    .checked()?;
+    if let Some(status) = &filter.status
+        && !["active", "paused", "ended"].contains(&status.as_str())
+    {
+        return Err(ApiError::invalid_field(
+            "status",
+            "status must be active, paused or ended",
+        ));
+    }
+    let mut threads = state
+        .host
+        .store()
+        .threads(Some(state.host.resource_id()))
+        .await?;
+    threads.retain(|thread| {
+        thread.metadata.get(metadata::FORKED_SUBAGENT) != Some(&Value::Bool(true))
+    });
+    threads.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id)));
+    let mut sessions = Vec::new();
+    if filter.agent_id.is_none() {
+        for thread in &threads {
+            let session = session_view(&state, thread).await?;
+            if filter
+                .status
+                .as_ref()
+                .is_none_or(|status| *status == session.status)
+            {
+                sessions.push(session);
+            }
+        }
+    }
+    Ok(Json(Page::of(sessions, page)))
+}
+
+/// Creates a session.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/sessions", tag = "sessions",
+    operation_id = "sessions.create", params(("harnessId" = String, Path)),
+    request_body = CreateSessionRequest,
+    responses((status = 201, body = ConnectedSession), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse)))]
+pub(crate) async fn create(
+    State(state): State<Shared>,
+    Path(harness_id): Path<String>,
+    ApiJson(request): ApiJson<CreateSessionRequest>,
+) -> Result<(StatusCode, Json<ConnectedSession>), ApiError> {
+    state.check_harness(&harness_id)?;
+    if let Some(name) = &request.name {
+        check_length("name", name, 100)?;
+    }
+    unsupported(
+        request.agent_id.as_deref(),
+        request.skills.as_deref(),
+        request.system_prompt.as_deref(),
+    )?;
+    let thread = state.host.create_session(request.name).await?;
+    let session = session_view(&state, &thread).await?;
+    let connect_url = connect_url(&state, &thread.id);
+    Ok((
+        StatusCode::CREATED,
+        Json(ConnectedSession {
+            session,
+            connect_url,
+        }),
+    ))
+}
+
+/// Refuses what a session or an execution cannot be given here.
+pub(crate) fn unsupported(
+    agent_id: Option<&str>,
+    skills: Option<&[String]>,
+    system_prompt: Option<&str>,
+) -> Result<(), ApiError> {
+    if let Some(agent) = agent_id {
+        return Err(ApiError::not_found("agent", agent));
+    }
+    if skills.is_some_and(|skills| !skills.is_empty()) {
+        return Err(ApiError::invalid_field(
+            "skills",
+            "skills are not provided by this server",
+        ));
+    }
+    if system_prompt.is_some() {
+        return Err(ApiError::invalid_field(
+            "system_prompt",
+            "a system prompt per session is not supported; the harness's instructions apply",
+        ));
+    }
+    Ok(())
+}
+
+/// A session.
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/sessions/{sessionId}", tag = "sessions",
+    operation_id = "sessions.get",
+    params(("harnessId" = String, Path), ("sessionId" = String, Path)),
+    responses((status = 200, body = SessionResponse), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse)))]
+pub(crate) async fn get_session(
+    State(state): State<Shared>,
+    Path((harness_id, session_id)): Path<(String, String)>,
+) -> Result<Json<SessionResponse>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let thread = thread(&state, &session_id).await?;
+    Ok(Json(SessionResponse {
+        session: session_view(&state, &thread).await?,
+    }))
+}
+
+/// Renames, pauses or resumes a session.
+#[utoipa::path(patch, path = "/v1/harnesses/{harnessId}/sessions/{sessionId}", tag = "sessions",
+    operation_id = "sessions.update",
+    params(("harnessId" = String, Path), ("sessionId" = String, Path)),
+    request_body = UpdateSessionRequest,
+    responses((status = 200, body = SessionResponse), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 409, body = ErrorResponse), (status = 413, body = ErrorResponse),
+        (status = 415, body = ErrorResponse)))]
+pub(crate) async fn update(
+    State(state): State<Shared>,
+    Path((harness_id, session_id)): Path<(String, String)>,
+    ApiJson(request): ApiJson<UpdateSessionRequest>,
+) -> Result<Json<SessionResponse>, ApiError> {
+    state.check_harness(&harness_id)?;
+    thread(&state, &session_id).await?;
+    if let Some(name) = &request.name {
+        check_length("name", name, 100)?;
+    }
+    if let Some(status) = &request.status
+        && status != "active"
+        && status != "paused"
+    {
+        return Err(ApiError::invalid_field(
+            "status",
+            "status must be active or paused",
+        ));
+    }
+    if let Some(name) = &request.name {
+        state
+            .host
+            .harness(&session_id)
+            .await?
+            .rename_thread(name)
+            .await?;
+    }
+    if let Some(status) = &request.status {
+        set_state(&state, &session_id, status).await?;
+    }
+    let thread = thread(&state, &session_id).await?;
+    Ok(Json(SessionResponse {
+        session: session_view(&state, &thread).await?,
+    }))
+}
+
+/// `delete_history`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct EndOptions {
+    /// Also delete the session and its messages (default false: the session is ended).
+    delete_history: Option<bool>,
+}
+
+/// Ends a session, or deletes it with its history.
+#[utoipa::path(delete, path = "/v1/harnesses/{harnessId}/sessions/{sessionId}", tag = "sessions",
+    operation_id = "sessions.end",
+    params(("harnessId" = String, Path), ("sessionId" = String, Path), EndOptions),
+    responses((status = 204), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 409, body = ErrorResponse)))]
+pub(crate) async fn end(
+    State(state): State<Shared>,
+    Path((harness_id, session_id)): Path<(String, String)>,
+    ApiQuery(options): ApiQuery<EndOptions>,
+) -> Result<StatusCode, ApiError> {
+    state.check_harness(&harness_id)?;
+    thread(&state, &session_id).await?;
+    if options.delete_history.unwrap_or(false) {
+        state.host.delete_session(&session_id).await?;
+    } else {
+        set_state(&state, &session_id, "ended").await?;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Resumes a paused or ended session.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/sessions/{sessionId}/resume",
+    tag = "sessions", operation_id = "sessions.resume",
+    params(("harnessId" = String, Path), ("sessionId" = String, Path)),
+    responses((status = 200, body = ConnectedSession), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 409, body = ErrorResponse)))]
+pub(crate) async fn resume(
+    State(state): State<Shared>,
+    Path((harness_id, session_id)): Path<(String, String)>,
+) -> Result<Json<ConnectedSession>, ApiError> {
+    state.check_harness(&harness_id)?;
+    thread(&state, &session_id).await?;
+    set_state(&state, &session_id, "active").await?;
+    let thread = thread(&state, &session_id).await?;
+    Ok(Json(ConnectedSession {
+        session: session_view(&state, &thread).await?,
+        connect_url: connect_url(&state, &session_id),
+    }))
+}
+
+/// History paging.
+#[derive(Clone, Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct HistoryOptions {
+    /// 1-100 (default 20).
+    limit: Option<i64>,
+    /// Default 0.
+    offset: Option<i64>,
+    /// Not supported (`400`).
+    since: Option<String>,
+}
+
+/// A session's messages, oldest first.
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/sessions/{sessionId}/history",
+    tag = "sessions", operation_id = "sessions.history",
+    params(("harnessId" = String, Path), ("sessionId" = String, Path), HistoryOptions),
+    responses((status = 200, body = Page<Message>), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse)))]
+pub(crate) async fn history(
+    State(state): State<Shared>,
+    Path((harness_id, session_id)): Path<(String, String)>,
+    ApiQuery(options): ApiQuery<HistoryOptions>,
+) -> Result<Json<Page<Message>>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let page = Pagination {
+        limit: options.limit,
+        offset: options.offset,
+    }
+    .checked()?;
+    if options.since.is_some() {
+        return Err(ApiError::invalid_field(
+            "since",
+            "filtering by time is not supported; page with offset",
+        ));
+    }
+    thread(&state, &session_id).await?;
+    let stored = state.host.store().messages(&session_id).await?;
+    Ok(Json(Page::of(messages(&stored), page)))
+}
+
+/// A thread's messages as the spec shows them: tool results go into the tool calls of the
+/// assistant message that made them (call ids are unique within a run only, so a result
+/// belongs to the latest call of its id).
+pub(crate) fn messages(stored: &[StoredMessage]) -> Vec<Message> {
+    let mut shown: Vec<Message> = Vec::new();
+    // Where the latest call of each id is: (message, call) in `shown`.
+    let mut calls: HashMap<&str, (usize, usize)> = HashMap::new();
+    for message in stored {
+        let (role, content, tool_calls) = match &message.message {
+            KernelMessage::User { content } => ("user", content, None),
+            KernelMessage::System { content } => ("system", content, None),
+            KernelMessage::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                for (at, call) in tool_calls.iter().enumerate() {
+                    calls.insert(call.id.as_str(), (shown.len(), at));
+                }
+                let made = tool_calls
+                    .iter()
+                    .map(|call| MessageToolCall {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        input: call.arguments.clone(),
+                        output: None,
+                        status: "pending".to_owned(),
+                    })
+                    .collect::<Vec<_>>();
+                ("assistant", content, (!made.is_empty()).then_some(made))
+            }
+            KernelMessage::ToolResult {
+                tool_call_id,
+                content,
+                is_error,
+                ..
+            } => {
+                if let Some(&(at, call)) = calls.get(tool_call_id.as_str())
+                    && let Some(made) = shown[at]
+                        .tool_calls
+                        .as_mut()
+                        .and_then(|made| made.get_mut(call))
+                {
+                    made.output = Some(json!({ "text": content }));
+                    made.status = if *is_error { "failed" } else { "completed" }.to_owned();
+                }
+                continue;
+            }
+        };
+        shown.push(Message {
+            id: message.id.clone(),
+            role: role.to_owned(),
+            content: content.clone(),
+            tool_calls,
+            created_at: rfc3339(message.created_at),
+        });
+    }
+    shown
+}
+
+/// Forks a session: a new session with a copy of its messages.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/sessions/{sessionId}/fork",
+    tag = "sessions", operation_id = "sessions.fork",
+    params(("harnessId" = String, Path), ("sessionId" = String, Path)),
+    request_body = ForkSessionRequest,
+    responses((status = 201, body = ForkSessionResponse), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse)))]
+pub(crate) async fn fork(
+    State(state): State<Shared>,
+    Path((harness_id, session_id)): Path<(String, String)>,
+    ApiJson(request): ApiJson<ForkSessionRequest>,
+) -> Result<(StatusCode, Json<ForkSessionResponse>), ApiError> {
+    state.check_harness(&harness_id)?;
+    if let Some(name) = &request.new_name {
+        check_length("new_name", name, 100)?;
+    }
+    if request.from_message_id.is_some() {
+        return Err(ApiError::invalid_field(
+            "from_message_id",
+            "a fork copies the whole history; forking from a message is not supported",
+        ));
+    }
+    thread(&state, &session_id).await?;
+    let fork = state
+        .host
+        .fork_session(&session_id, request.new_name)
+        .await?;
+    let session = session_view(&state, &fork).await?;
+    let message_count = session.message_count;
+    Ok((
+        StatusCode::CREATED,
+        Json(ForkSessionResponse {
+            session,
+            forked_from: session_id,
+            message_count,
+        }),
+    ))
+}
+
+/// Sends a message and waits for the answer.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/sessions/{sessionId}/message",
+    tag = "sessions", operation_id = "sessions.sendMessage",
+    params(("harnessId" = String, Path), ("sessionId" = String, Path)),
+    request_body = SendMessageRequest,
+    responses((status = 200, body = SendMessageResponse), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 409, body = ErrorResponse), (status = 413, body = ErrorResponse),
+        (status = 415, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
+pub(crate) async fn send_message(
+    State(state): State<Shared>,
+    Path((harness_id, session_id)): Path<(String, String)>,
+    ApiJson(request): ApiJson<SendMessageRequest>,
+) -> Result<Json<SendMessageResponse>, ApiError> {
+    state.check_harness(&harness_id)?;
+    check_length("content", &request.content, MAX_MESSAGE)?;
+    thread(&state, &session_id).await?;
+    let live = state
+        .host
+        .execute(&session_id, request.content, new_execution_id())
+        .await?;
+    let record = wait_finished(&live).await;
+    if record.status != ExecutionStatus::Completed {
+        return Err(ApiError::unavailable(format!(
+            "the execution {}: {}",
+            if record.status == ExecutionStatus::Cancelled {
+                "was cancelled"
+            } else {
+                "failed"
+            },
+            record.error.unwrap_or_default()
+        )));
+    }
+    let stored = state.host.store().messages(&session_id).await?;
+    let run: Vec<StoredMessage> = match &record.run_id {
+        Some(run_id) => stored
+            .into_iter()
+            .filter(|message| message.run_id.as_deref() == Some(run_id.as_str()))
+            .collect(),
+        None => Vec::new(),
+    };
+    let shown = messages(&run);
+    let message = shown.iter().find(|message| message.role == "user").cloned();
+    let response = shown
+        .iter()
+        .rev()
+        .find(|message| message.role == "assistant")
+        .cloned();
+    match (message, response) {
+        (Some(message), Some(response)) => Ok(Json(SendMessageResponse { message, response })),
+        _ => Err(ApiError::internal(
+            "the execution completed but its messages were not found",
+        )),
+    }
+}
+
+/// Sends a message and streams the execution.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/sessions/{sessionId}/message/stream",
+    tag = "sessions", operation_id = "sessions.sendMessageStream",
+    params(("harnessId" = String, Path), ("sessionId" = String, Path)),
+    request_body = SendMessageRequest,
+    responses((status = 200, content_type = "text/event-stream", body = String,
+            description = "Execution events; `id:` is the frame's seq"),
+        (status = 400, body = ErrorResponse), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 409, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse)))]
+pub(crate) async fn send_message_stream(
+    State(state): State<Shared>,
+    Path((harness_id, session_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<SendMessageRequest>,
+) -> Result<Response, ApiError> {
+    state.check_harness(&harness_id)?;
+    check_length("content", &request.content, MAX_MESSAGE)?;
+    let after = last_event_id(&headers)?;
+    thread(&state, &session_id).await?;
+    let id = new_execution_id();
+    state
+        .host
+        .execute(&session_id, request.content, id.clone())
+        .await?;
+    Ok(execution_stream(&state, &id, after).await?.into_response())
+}

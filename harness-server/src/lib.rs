@@ -1,0 +1,202 @@
+//! The Open Harness API over HTTP: a thin layer over [`Harness`](harness_core::harness::Harness)
+//! with no agent logic of its own.
+//!
+//! ```no_run
+//! # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use harness_core::harness::{Harness, Mode};
+//! use harness_core::store::{SqliteStore, Store};
+//! use harness_server::{Server, ServerConfig};
+//!
+//! let store = SqliteStore::open("harness.db")?;
+//! let shared: Arc<dyn Store> = Arc::new(store.clone());
+//! let factory = Arc::new(move || {
+//!     Ok(Harness::builder("agent")
+//!         .mode(Mode::new("build").default_model("anthropic/claude-sonnet-4-5"))
+//!         .sqlite(store.clone()))
+//! });
+//! let server = Server::new(ServerConfig::new("a-long-random-token"), shared, factory).await?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:7878").await?;
+//! server.serve(listener, std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! What it serves, under `/v1/harnesses/{harnessId}/` (the spec's route table is
+//! [`SPEC_ROUTES`]):
+//! - **sessions**: a session is a thread. Create, list, get, rename, pause and resume, end or
+//!   delete, history, fork, and send a message (waiting for the answer, or streamed).
+//! - **execution**: execute (on a session, or a new one), list, get, attach to the stream,
+//!   cancel, result, tool calls, and input: answers to approvals and questions.
+//! - **registry**: the one harness this server hosts, its capabilities and health.
+//!
+//! Every other spec route answers `501` with the spec's error body, and `capabilities` lists
+//! what is and is not provided.
+//!
+//! Streams: every SSE frame of an execution is appended to the store's event log before any
+//! client reads it; `id:` is its `seq`. A client that sends `Last-Event-ID` receives exactly
+//! the frames after it, also after the server restarted; an execution the previous process
+//! left running ends with `error` then `done`. Completed streams are kept for
+//! [`ServerConfig::retention`], then answer `410`.
+//!
+//! Every route under `/v1` needs `Authorization: Bearer <token>` (compared in constant time,
+//! never logged); `/openapi.json` is public.
+
+mod api;
+mod auth;
+mod error;
+mod host;
+pub mod openapi;
+mod routes;
+mod stream;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness_store::{Store, WriteOp};
+use harness_tags::util::unix_ms;
+
+pub use error::{ApiError, ErrorBody, ErrorResponse};
+pub use host::{AwaitingInput, ExecutionStatus, HarnessFactory, ToolCallRecord};
+pub use routes::{SPEC_ROUTES, SpecRoute, Transport};
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// The `{harnessId}` of the routes (default `local`).
+    pub harness_id: String,
+    /// The bearer token every `/v1` request must carry.
+    pub token: String,
+    /// Origins allowed to call from a browser (CORS); none by default.
+    pub cors_origins: Vec<String>,
+    /// An approval nobody answers within this is declined (default 10 minutes).
+    pub approval_timeout: Duration,
+    /// How long a completed stream can be read again (default 1 hour, as the spec says).
+    pub retention: Duration,
+    /// The largest request body, in bytes (default 1 MiB).
+    pub body_limit: usize,
+    /// A session's harness is dropped after this long without requests (default 10 minutes).
+    pub idle_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// A configuration with `token` and the defaults.
+    pub fn new(token: impl Into<String>) -> Self {
+        ServerConfig {
+            harness_id: "local".to_owned(),
+            token: token.into(),
+            cors_origins: Vec::new(),
+            approval_timeout: Duration::from_secs(600),
+            retention: Duration::from_secs(3600),
+            body_limit: 1024 * 1024,
+            idle_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The configuration is unusable.
+    #[error("{0}")]
+    Config(String),
+    /// The harness could not be built, or the store failed while recovering.
+    #[error("{}", .0.message())]
+    Start(ApiError),
+    /// Serving failed.
+    #[error("serving failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The server: its configuration, its store and the harnesses of live sessions.
+#[derive(Clone, Debug)]
+pub struct Server {
+    state: Arc<api::State>,
+}
+
+impl Server {
+    /// Builds the server: checks that the factory's harness builds, drops completed streams
+    /// past their retention, and ends the executions a previous process left running.
+    pub async fn new(
+        config: ServerConfig,
+        store: Arc<dyn Store>,
+        factory: HarnessFactory,
+    ) -> Result<Server, ServerError> {
+        if config.token.is_empty() {
+            return Err(ServerError::Config(
+                "the token must not be empty".to_owned(),
+            ));
+        }
+        let host = host::Host::new(Arc::clone(&store), factory, config.approval_timeout)
+            .map_err(ServerError::Start)?;
+        let state = Arc::new(api::State {
+            config,
+            host,
+            started_at: unix_ms(),
+        });
+        state.prune().await.map_err(ServerError::Start)?;
+        let recovered = state.host.recover().await.map_err(ServerError::Start)?;
+        if recovered > 0 {
+            tracing::info!(
+                recovered,
+                "ended executions a previous process left running"
+            );
+        }
+        Ok(Server { state })
+    }
+
+    /// The router: the API, `/openapi.json`, the spec's error bodies for unknown routes and
+    /// methods.
+    pub fn router(&self) -> axum::Router {
+        api::router(Arc::clone(&self.state))
+    }
+
+    /// Serves on `listener` until `shutdown` completes; drops idle sessions' harnesses and
+    /// expired streams meanwhile.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let sweeper = tokio::spawn(sweep(Arc::clone(&self.state)));
+        let served = axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await;
+        sweeper.abort();
+        Ok(served?)
+    }
+
+    /// Drops the harnesses of sessions idle for `idle` with nothing queued (they load again
+    /// from the store on their next request); returns how many.
+    pub async fn evict_idle(&self, idle: Duration) -> usize {
+        self.state.host.evict_idle(idle).await
+    }
+}
+
+async fn sweep(state: Arc<api::State>) {
+    let every = (state.config.idle_timeout / 2).max(Duration::from_secs(1));
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        ticks.tick().await;
+        state.host.evict_idle(state.config.idle_timeout).await;
+        if let Err(error) = state.prune().await {
+            tracing::warn!(error = error.message(), "pruning expired streams failed");
+        }
+    }
+}
+
+impl api::State {
+    async fn prune(&self) -> Result<(), ApiError> {
+        let retention = i64::try_from(self.config.retention.as_millis()).unwrap_or(i64::MAX);
+        self.host
+            .store()
+            .write(vec![WriteOp::PruneEventLogs {
+                // Closed at or before the cut-off: a retention of zero keeps nothing.
+                closed_before: unix_ms().saturating_sub(retention).saturating_add(1),
+            }])
+            .await
+            .map_err(ApiError::from)
+    }
+}

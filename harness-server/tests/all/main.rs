@@ -1,0 +1,11 @@
+//! harness-server over real TCP and a real SQLite file, with scripted models.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod approvals;
+mod errors;
+mod openapi;
+mod resume;
+mod routes;
+mod sessions;
+mod support;

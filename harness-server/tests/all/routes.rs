@@ -1,0 +1,168 @@
+//! From the router's own route table: every route is `401` without a token; with one, every
+//! spec route answers (never `404` or `405`): the routes provided with a body valid against
+//! the served OpenAPI document, the others `501` with the spec's error body.
+
+use harness_core::model::{Scripted, ScriptedModel};
+use harness_server::{SPEC_ROUTES, SpecRoute, Transport};
+use serde_json::{Value, json};
+
+use crate::support::{Served, answer, frames, serve};
+
+fn answers() -> ScriptedModel {
+    ScriptedModel::new("scripted/test")
+        .then(Scripted::text("ok"))
+        .cycling()
+}
+
+/// The route's path with real ids.
+fn path(route: &SpecRoute, session: &str, execution: &str) -> String {
+    let mut path = format!("/v1{}", route.path);
+    for (name, value) in [
+        ("{harnessId}", "local"),
+        ("{sessionId}", session),
+        ("{executionId}", execution),
+        ("{path}", "notes.txt"),
+    ] {
+        path = path.replace(name, value);
+    }
+    // Every other id names nothing: a `501` route must not care.
+    while let (Some(start), Some(end)) = (path.find('{'), path.find('}')) {
+        path.replace_range(start..=end, "x");
+    }
+    path
+}
+
+/// A valid body for the routes provided that take one.
+fn body(route: &SpecRoute, session: &str) -> Option<Value> {
+    Some(match route.id {
+        "sessions.create" => json!({ "name": "routes" }),
+        "sessions.update" => json!({ "name": "renamed" }),
+        "sessions.fork" => json!({}),
+        "sessions.sendMessage" | "sessions.sendMessageStream" => json!({ "content": "hi" }),
+        "execution.run" | "execution.stream" => json!({ "message": "hi", "session_id": session }),
+        "execution.sendInput" => json!({ "data": "yes" }),
+        _ if route.method == "POST" || route.method == "PUT" || route.method == "PATCH" => {
+            json!({})
+        }
+        _ => return None,
+    })
+}
+
+/// The schema of `route`'s answer `status` in the document, as a validator.
+fn validator(document: &Value, route: &SpecRoute, status: u16) -> Option<jsonschema::Validator> {
+    let operation =
+        &document["paths"][format!("/v1{}", route.path)][route.method.to_ascii_lowercase()];
+    let response = &operation["responses"][status.to_string()];
+    assert!(
+        !response.is_null(),
+        "{} answered {status}, which the document does not list",
+        route.id
+    );
+    let schema = response["content"]["application/json"]["schema"].clone();
+    if schema.is_null() {
+        return None;
+    }
+    let root = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "components": document["components"],
+        "allOf": [schema],
+    });
+    Some(jsonschema::validator_for(&root).unwrap())
+}
+
+async fn setup(served: &Served) -> (String, String) {
+    let session = served.session().await;
+    let execution = served.execute(&session, "hi").await;
+    let seen = frames(served.attach(&execution, None).await, None).await;
+    assert_eq!(seen.last().unwrap().event, "done");
+    (session, execution)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_needs_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&dir.path().join("h.db"), answers).await;
+    let http = served.http().clone();
+    assert_eq!(SPEC_ROUTES.len(), 115);
+    for route in SPEC_ROUTES {
+        let url = format!("{}{}", served.base, path(route, "s", "e"));
+        let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap();
+        let refused = answer(http.request(method, &url).send().await.unwrap()).await;
+        assert_eq!(refused.status, 401, "{} {url}", route.id);
+        assert_eq!(refused.body["error"]["code"], "UNAUTHORIZED");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_spec_route_answers_its_documented_body_or_501() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&dir.path().join("h.db"), answers).await;
+    let document: Value = served
+        .http()
+        .get(format!("{}/openapi.json", served.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let http = served.http().clone();
+    let mut provided = 0;
+    // Destructive routes last, each on a session and execution of its own.
+    let mut routes: Vec<&SpecRoute> = SPEC_ROUTES.iter().collect();
+    routes.sort_by_key(|route| route.method == "DELETE" || route.id.ends_with(".cancel"));
+    for route in routes {
+        let (session, execution) = setup(&served).await;
+        let url = format!("{}{}", served.base, path(route, &session, &execution));
+        let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap();
+        let mut request = http
+            .request(method, &url)
+            .bearer_auth(crate::support::TOKEN);
+        if let Some(body) = body(route, &session) {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        assert!(
+            status != 404 && status != 405,
+            "{} {url}: {status}",
+            route.id
+        );
+        if route.transport == Transport::Sse && status == 200 {
+            let seen = frames(response, None).await;
+            assert_eq!(seen.last().unwrap().event, "done", "{}", route.id);
+            provided += 1;
+            continue;
+        }
+        let answered = answer(response).await;
+        if status == 501 {
+            assert_eq!(answered.body["error"]["code"], "CAPABILITY_NOT_SUPPORTED");
+            assert_eq!(answered.body["error"]["operation"], route.id);
+        } else {
+            provided += 1;
+            assert!(
+                (200..300).contains(&status)
+                    || route.id == "execution.sendInput"
+                    || route.id == "execution.cancel",
+                "{} {url}: {status} {}",
+                route.id,
+                answered.body
+            );
+        }
+        if let Some(validator) = validator(&document, route, status) {
+            let problems: Vec<String> = validator
+                .iter_errors(&answered.body)
+                .map(|error| error.to_string())
+                .collect();
+            assert!(
+                problems.is_empty(),
+                "{}: {problems:?} in {}",
+                route.id,
+                answered.body
+            );
+        }
+    }
+    assert_eq!(provided, 23);
+}
