@@ -43,6 +43,7 @@
 
 mod api;
 mod auth;
+mod console;
 mod error;
 mod host;
 pub mod openapi;

@@ -137,6 +137,9 @@ pub(crate) fn router(state: Shared) -> Router {
     let cors = cors(&state.config);
     let router = Router::new()
         .route("/openapi.json", get(crate::openapi::serve))
+        .route("/console", get(crate::console::redirect))
+        .route("/console/", get(crate::console::index))
+        .route("/console/{file}", get(crate::console::file))
         .merge(api)
         .fallback(no_route)
         .with_state(state);
