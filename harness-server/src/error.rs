@@ -61,7 +61,7 @@ impl ApiError {
         }
     }
 
-    fn with_details(mut self, details: Value) -> Self {
+    pub(crate) fn with_details(mut self, details: Value) -> Self {
         self.body.details = Some(details);
         self
     }
@@ -95,6 +95,12 @@ impl ApiError {
             format!("{kind} `{id}` does not exist"),
         )
         .with_details(serde_json::json!({ "kind": kind, "id": id }))
+    }
+
+    /// `404`: `id` names nothing this server can use, for the reason given.
+    pub fn unknown(kind: &str, id: &str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", message)
+            .with_details(serde_json::json!({ "kind": kind, "id": id }))
     }
 
     /// `404` for a path no route answers.
@@ -222,10 +228,20 @@ where
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(request, state).await {
-            Ok(axum::Json(value)) => Ok(ApiJson(value)),
-            Err(rejection) => Err(json_rejection(&rejection)),
+        let value = match axum::Json::<Value>::from_request(request, state).await {
+            Ok(axum::Json(value)) => value,
+            Err(rejection) => return Err(json_rejection(&rejection)),
+        };
+        // Serde would read a struct from an array too; every body here is an object.
+        if !value.is_object() {
+            return Err(ApiError::bad_request(
+                "INVALID_REQUEST",
+                "the body must be a JSON object",
+            ));
         }
+        <T as serde::Deserialize>::deserialize(value)
+            .map(ApiJson)
+            .map_err(|error| ApiError::bad_request("INVALID_REQUEST", error.to_string()))
     }
 }
 

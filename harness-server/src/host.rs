@@ -113,6 +113,16 @@ pub struct AwaitingInput {
 enum Frame {
     Spec(ExecutionEvent),
     Input(InputFrame),
+    Answered(AnsweredFrame),
+}
+
+/// `{"type": "input_answered", "call_id"}`: what the execution waited for was answered (or
+/// declined by the timeout).
+#[derive(Clone, Debug, Serialize)]
+struct AnsweredFrame {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    call_id: String,
 }
 
 /// `{"type": "awaiting_input", ...AwaitingInput}`.
@@ -203,14 +213,6 @@ impl Live {
 
     fn bump(&self) {
         self.changed.send_modify(|count| *count += 1);
-    }
-
-    /// Cancels the execution: a pending one never starts, a running one is aborted.
-    pub(crate) fn cancel(&self) {
-        self.cancelled.store(true, Ordering::Release);
-        if self.record().status == ExecutionStatus::Running {
-            self.harness.abort();
-        }
     }
 
     pub(crate) fn harness(&self) -> &Harness {
@@ -517,6 +519,43 @@ impl Host {
         Ok(recovered)
     }
 
+    /// Cancels an execution: a pending one ends now and never starts, a running one is
+    /// aborted (it ends as its run does).
+    pub(crate) async fn cancel(&self, live: &Live) -> Result<(), ApiError> {
+        live.cancelled.store(true, Ordering::Release);
+        let mut was_pending = false;
+        let now = unix_ms();
+        let record = live.update(|record| {
+            if record.status == ExecutionStatus::Pending {
+                was_pending = true;
+                record.status = ExecutionStatus::Cancelled;
+                record.completed_at = Some(now);
+                record.error = Some("the execution was cancelled before it started".to_owned());
+            }
+        });
+        if was_pending {
+            let frames = failure(
+                "cancelled",
+                "the execution was cancelled before it started",
+                UsageStats::default(),
+            );
+            self.store
+                .write(vec![
+                    append(&record.id, 0, &frames)?,
+                    record.put(),
+                    WriteOp::CloseEventLog {
+                        log_id: record.id.clone(),
+                        closed_at: now,
+                    },
+                ])
+                .await?;
+            live.bump();
+        } else if record.status == ExecutionStatus::Running {
+            live.harness.abort();
+        }
+        Ok(())
+    }
+
     fn finished(&self, execution_id: &str) {
         lock(&self.live).remove(execution_id);
     }
@@ -607,17 +646,24 @@ impl Execution<'_> {
         envelopes: &mut mpsc::UnboundedReceiver<Arc<EventEnvelope>>,
         order: &mut SeqOrder,
     ) -> Result<(), ApiError> {
-        if self.live.cancelled.load(Ordering::Acquire) {
-            let frames = failure(
-                "cancelled",
-                "the execution was cancelled before it started",
-                UsageStats::default(),
-            );
-            return self.finish(frames, ExecutionStatus::Cancelled, None).await;
+        let mut started = false;
+        let running = self.live.update(|record| {
+            if record.status == ExecutionStatus::Pending {
+                record.status = ExecutionStatus::Running;
+                started = true;
+            }
+        });
+        if !started {
+            // Cancelled while it waited: the cancel ended it.
+            return Ok(());
         }
-        let running = self
-            .live
-            .update(|record| record.status = ExecutionStatus::Running);
+        if self.live.cancelled.load(Ordering::Acquire) {
+            let message = "the execution was cancelled before it started";
+            let frames = failure("cancelled", message, UsageStats::default());
+            return self
+                .finish(frames, ExecutionStatus::Cancelled, Some(message.to_owned()))
+                .await;
+        }
         self.store.write(vec![running.put()]).await?;
         self.live.bump();
         let message = running.message;
@@ -689,6 +735,7 @@ impl Execution<'_> {
             return Vec::new();
         }
         let at = envelope.at;
+        let mut answered = None;
         match &envelope.event {
             HarnessEvent::ToolApprovalRequired {
                 tool_call_id,
@@ -712,7 +759,7 @@ impl Execution<'_> {
                 )];
             }
             HarnessEvent::ToolApprovalAnswered { tool_call_id, .. } => {
-                self.answered(tool_call_id);
+                return self.answered(tool_call_id).into_iter().collect();
             }
             HarnessEvent::ToolStart {
                 tool_call_id,
@@ -737,7 +784,7 @@ impl Execution<'_> {
                 result,
                 is_error,
             } => {
-                self.answered(tool_call_id);
+                answered = self.answered(tool_call_id);
                 self.live.update(|record| {
                     if let Some(call) = record
                         .tool_calls
@@ -753,10 +800,9 @@ impl Execution<'_> {
             }
             _ => {}
         }
-        self.stream
-            .map(&envelope.event)
+        answered
             .into_iter()
-            .map(Frame::from)
+            .chain(self.stream.map(&envelope.event).into_iter().map(Frame::from))
             .collect()
     }
 
@@ -783,7 +829,9 @@ impl Execution<'_> {
         })
     }
 
-    fn answered(&self, call_id: &str) {
+    /// Clears what the execution waited for if `call_id` was it; the frame that says so.
+    fn answered(&self, call_id: &str) -> Option<Frame> {
+        let mut cleared = false;
         self.live.update(|record| {
             if record
                 .awaiting_input
@@ -791,8 +839,15 @@ impl Execution<'_> {
                 .is_some_and(|waiting| waiting.call_id == call_id)
             {
                 record.awaiting_input = None;
+                cleared = true;
             }
         });
+        cleared.then(|| {
+            Frame::Answered(AnsweredFrame {
+                kind: "input_answered",
+                call_id: call_id.to_owned(),
+            })
+        })
     }
 
     async fn append(&mut self, frames: Vec<Frame>) -> Result<(), ApiError> {

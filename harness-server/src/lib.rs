@@ -136,6 +136,7 @@ impl Server {
             config,
             host,
             started_at: unix_ms(),
+            openapi: std::sync::OnceLock::new(),
         });
         state.prune().await.map_err(ServerError::Start)?;
         let recovered = state.host.recover().await.map_err(ServerError::Start)?;

@@ -2,14 +2,18 @@
 //! spec routes this server does not provide are in it too, answering `501`. Served at
 //! `/openapi.json`; a copy is checked in as `harness-server/openapi.json`.
 
-use std::sync::OnceLock;
+use std::sync::Arc;
 
+use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
+use serde_json::{Value, json};
 use utoipa::OpenApi;
 use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, Required, ResponseBuilder, ResponsesBuilder};
+
+use harness_protocol::open_harness::ExecutionEvent;
 
 use crate::api::{execution, is_built, registry, sessions};
 use crate::error::ErrorResponse;
@@ -51,15 +55,18 @@ server does not provide answer 501 with the spec's error body.",
 )]
 struct Document;
 
-/// The document.
-pub fn document() -> utoipa::openapi::OpenApi {
+/// The tag of the spec operations this server does not provide (they answer `501`).
+pub const NOT_PROVIDED: &str = "not-provided";
+
+/// The document for a server whose `{harnessId}` is `harness_id`.
+pub fn document(harness_id: &str) -> Value {
     let mut document = Document::openapi();
     document.info.version = env!("CARGO_PKG_VERSION").to_owned();
     for route in SPEC_ROUTES.iter().filter(|route| !is_built(route)) {
         let path = format!("/v1{}", route.path);
         let mut operation = OperationBuilder::new()
             .operation_id(Some(route.id))
-            .tag(route.group())
+            .tags(Some([route.group(), NOT_PROVIDED]))
             .summary(Some(format!("{} (not provided: 501)", route.id)))
             .responses(
                 ResponsesBuilder::new()
@@ -88,30 +95,178 @@ pub fn document() -> utoipa::openapi::OpenApi {
         "bearer",
         SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
     );
-    document.security = Some(vec![SecurityRequirement::new(
-        "bearer",
-        Vec::<String>::new(),
-    )]);
+    document.security = Some(vec![SecurityRequirement::new("bearer", Vec::<String>::new())]);
+    let mut document = serde_json::to_value(document).unwrap_or(Value::Null);
+    pin_harness_id(&mut document, harness_id);
+    link_created_ids(&mut document);
+    describe_streams(&mut document);
     document
 }
 
-/// The document as pretty JSON, as served and checked in.
-pub fn json() -> String {
-    static JSON: OnceLock<String> = OnceLock::new();
-    JSON.get_or_init(|| {
-        let mut text = document()
-            .to_pretty_json()
-            .unwrap_or_else(|error| format!("{{\"error\": \"{error}\"}}"));
-        text.push('\n');
-        text
-    })
-    .clone()
+/// Each SSE frame as the document describes it (OpenAPI 3.1: the `text/event-stream` schema
+/// is one event's): `event:` the frame's type, `id:` its seq, `data:` JSON of the spec's
+/// `ExecutionEvent` or one of the extension frames.
+fn describe_streams(document: &mut Value) {
+    let mut event = serde_json::to_value(schemars::schema_for!(ExecutionEvent)).unwrap_or_default();
+    let definitions = event
+        .as_object_mut()
+        .and_then(|schema| {
+            schema.remove("$schema");
+            schema.remove("$defs")
+        })
+        .unwrap_or_default();
+    let schemas = &mut document["components"]["schemas"];
+    for (name, schema) in definitions.as_object().into_iter().flatten() {
+        schemas[name] = schema.clone();
+    }
+    schemas["ExecutionEvent"] = event;
+    schemas["ExecutionFrame"] = json!({
+        "description": "An execution event of the spec, or an extension frame: \
+            `awaiting_input` (an approval or question waits; see AwaitingInput) and \
+            `input_answered` (`call_id` no longer waits).",
+        "anyOf": [
+            { "$ref": "#/components/schemas/ExecutionEvent" },
+            {
+                "type": "object",
+                "required": ["type", "call_id"],
+                "properties": {
+                    "type": { "type": "string", "enum": ["awaiting_input", "input_answered"] },
+                    "call_id": { "type": "string" }
+                }
+            }
+        ]
+    });
+    schemas["SseFrame"] = json!({
+        "type": "object",
+        "required": ["event", "id", "data"],
+        "properties": {
+            "event": { "type": "string" },
+            "id": { "type": "string", "pattern": "^[0-9]+$" },
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": { "$ref": "#/components/schemas/ExecutionFrame" }
+            }
+        }
+    });
+    rewrite_refs(schemas);
+    for operation in operations(document) {
+        let stream = &mut operation["responses"]["200"]["content"]["text/event-stream"];
+        if stream.is_object() {
+            stream["schema"] = json!({ "$ref": "#/components/schemas/SseFrame" });
+        }
+    }
 }
 
-pub(crate) async fn serve() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], json())
+/// Points schemars' `#/$defs/` references at the document's components.
+fn rewrite_refs(value: &mut Value) {
+    match value {
+        Value::String(text) if text.starts_with("#/$defs/") => {
+            *text = text.replacen("#/$defs/", "#/components/schemas/", 1);
+        }
+        Value::Array(items) => items.iter_mut().for_each(rewrite_refs),
+        Value::Object(fields) => fields.values_mut().for_each(rewrite_refs),
+        _ => {}
+    }
 }
 
+/// `{harnessId}` takes one value: the harness this server hosts.
+fn pin_harness_id(document: &mut Value, harness_id: &str) {
+    for operation in operations(document) {
+        let Some(parameters) = operation["parameters"].as_array_mut() else {
+            continue;
+        };
+        for parameter in parameters {
+            if parameter["name"] == "harnessId" {
+                parameter["schema"] = json!({ "type": "string", "enum": [harness_id] });
+            }
+        }
+    }
+}
+
+/// OpenAPI links from the operations that create sessions and executions to those that take
+/// their ids, so that a client (or a fuzzer) can follow them.
+fn link_created_ids(document: &mut Value) {
+    let mut takers: Vec<(String, bool, bool)> = Vec::new();
+    for (path, item) in document["paths"].as_object().into_iter().flatten() {
+        for operation in item.as_object().into_iter().flat_map(|methods| methods.values()) {
+            if let Some(id) = operation["operationId"].as_str()
+                && operation["tags"]
+                    .as_array()
+                    .is_none_or(|tags| !tags.iter().any(|tag| tag == NOT_PROVIDED))
+            {
+                takers.push((
+                    id.to_owned(),
+                    path.contains("{sessionId}"),
+                    path.contains("{executionId}"),
+                ));
+            }
+        }
+    }
+    let sources = [
+        ("sessions.create", "201", "$response.body#/session/id", None),
+        (
+            "execution.run",
+            "202",
+            "$response.body#/session_id",
+            Some("$response.body#/execution_id"),
+        ),
+    ];
+    for operation in operations(document) {
+        let Some(source) = sources
+            .iter()
+            .find(|source| operation["operationId"] == source.0)
+        else {
+            continue;
+        };
+        let (_, status, session, execution) = *source;
+        let mut links = serde_json::Map::new();
+        for (target, takes_session, takes_execution) in &takers {
+            let mut parameters = serde_json::Map::new();
+            parameters.insert("harnessId".into(), json!("$request.path.harnessId"));
+            match (takes_session, takes_execution, execution) {
+                (_, true, Some(execution)) => {
+                    parameters.insert("executionId".into(), json!(execution));
+                }
+                (true, false, _) => {
+                    parameters.insert("sessionId".into(), json!(session));
+                }
+                _ => continue,
+            }
+            links.insert(
+                target.replace('.', "_"),
+                json!({ "operationId": target, "parameters": parameters }),
+            );
+        }
+        operation["responses"][status]["links"] = Value::Object(links);
+    }
+}
+
+fn operations(document: &mut Value) -> impl Iterator<Item = &mut Value> {
+    document["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|methods| methods.values_mut())
+        .filter(|operation| operation.is_object())
+}
+
+/// The document as pretty JSON, as served (and, for `local`, checked in).
+pub fn json(harness_id: &str) -> String {
+    let mut text = serde_json::to_string_pretty(&document(harness_id))
+        .unwrap_or_else(|error| format!("{{\"error\": \"{error}\"}}"));
+    text.push('\n');
+    text
+}
+
+pub(crate) async fn serve(State(state): State<Arc<crate::api::State>>) -> impl IntoResponse {
+    let json = state
+        .openapi
+        .get_or_init(|| json(&state.config.harness_id))
+        .clone();
+    ([(header::CONTENT_TYPE, "application/json")], json)
+}
 fn error_response(description: &str) -> utoipa::openapi::Response {
     ResponseBuilder::new()
         .description(description)

@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use harness_core::harness::HarnessError;
 use harness_core::tool::ApprovalAnswer;
 use harness_tags::util::rfc3339;
 use serde::Deserialize;
@@ -29,10 +30,22 @@ pub(crate) fn new_execution_id() -> String {
 
 /// Waits until a live execution is over, and returns its final record.
 pub(crate) async fn wait_finished(live: &Live) -> ExecutionRecord {
+    wait_for(live, |record| record.status.is_finished()).await
+}
+
+/// Waits until a live execution is over or waits for input.
+pub(crate) async fn wait_settled(live: &Live) -> ExecutionRecord {
+    wait_for(live, |record| {
+        record.status.is_finished() || record.awaiting_input.is_some()
+    })
+    .await
+}
+
+async fn wait_for(live: &Live, settled: impl Fn(&ExecutionRecord) -> bool) -> ExecutionRecord {
     let mut changes = live.watch();
     loop {
         let record = live.record();
-        if record.status.is_finished() || changes.changed().await.is_err() {
+        if settled(&record) || changes.changed().await.is_err() {
             return live.record();
         }
     }
@@ -49,6 +62,7 @@ fn view(state: &Shared, record: ExecutionRecord) -> Execution {
         completed_at: record.completed_at.map(rfc3339),
         artifacts_count: 0,
         session_id: record.session_id,
+        message: record.message,
         awaiting_input: record.awaiting_input,
     }
 }
@@ -79,10 +93,11 @@ async fn start(state: &Shared, request: ExecuteRequest) -> Result<(String, Strin
     };
     if let Some(model) = &request.model {
         let harness = state.host.harness(&session_id).await?;
-        harness
-            .switch_model(model)
-            .await
-            .map_err(|error| ApiError::invalid_field("model", error.to_string()))?;
+        harness.switch_model(model).await.map_err(|error| match error {
+            HarnessError::ModelId(_) => ApiError::invalid_field("model", error.to_string()),
+            // A well-formed id this harness cannot use: unknown, or without its key.
+            other => ApiError::unknown("model", model, other.to_string()),
+        })?;
     }
     let id = new_execution_id();
     state
@@ -150,11 +165,16 @@ pub(crate) struct ExecutionFilter {
     status: Option<ExecutionStatus>,
     /// Executions of this agent (agents are not provided: none).
     agent_id: Option<String>,
-    /// Not supported (`400`).
+    /// *Extension*: executions of this session.
+    session_id: Option<String>,
+    /// Not supported (`400`): page with `offset`.
+    #[param(ignore)]
     since: Option<String>,
     /// 1-100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
     /// Default 0.
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
@@ -189,6 +209,12 @@ pub(crate) async fn list(
             .await?
             .into_iter()
             .filter(|record| filter.status.is_none_or(|status| record.status == status))
+            .filter(|record| {
+                filter
+                    .session_id
+                    .as_ref()
+                    .is_none_or(|session| *session == record.session_id)
+            })
             .map(|record| view(&state, record))
             .collect()
     };
@@ -216,7 +242,7 @@ pub(crate) async fn get_execution(
 #[utoipa::path(get, path = "/v1/harnesses/{harnessId}/executions/{executionId}/stream",
     tag = "execution", operation_id = "execution.attachStream",
     params(("harnessId" = String, Path), ("executionId" = String, Path),
-        ("Last-Event-ID" = Option<String>, Header, description = "The id of the last frame received")),
+        ("Last-Event-ID" = Option<u64>, Header, description = "The id of the last frame received")),
     responses((status = 200, content_type = "text/event-stream", body = String,
             description = "Execution events; `id:` is the frame's seq"),
         (status = 400, body = ErrorResponse), (status = 401, body = ErrorResponse),
@@ -252,7 +278,7 @@ pub(crate) async fn cancel(
             )));
         }
     };
-    live.cancel();
+    state.host.cancel(&live).await?;
     let record = wait_finished(&live).await;
     let cancelled = record.status == ExecutionStatus::Cancelled;
     Ok(Json(CancelResponse {

@@ -29,6 +29,8 @@ pub(crate) struct State {
     pub(crate) host: Arc<Host>,
     /// When the server started, Unix milliseconds.
     pub(crate) started_at: i64,
+    /// The OpenAPI document, made on first request.
+    pub(crate) openapi: std::sync::OnceLock<String>,
 }
 
 impl State {

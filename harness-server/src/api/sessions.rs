@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 use utoipa::IntoParams;
 
 use super::Shared;
-use super::execution::{new_execution_id, wait_finished};
+use super::execution::{new_execution_id, wait_settled};
 use super::types::{
     ConnectedSession, CreateSessionRequest, ForkSessionRequest, ForkSessionResponse, Message,
     MessageToolCall, Page, Pagination, SendMessageRequest, SendMessageResponse, Session,
-    SessionResponse, UpdateSessionRequest, check_length,
+    SessionResponse, SessionState, SettableState, UpdateSessionRequest, check_length,
 };
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
 use crate::host::ExecutionStatus;
@@ -41,8 +41,8 @@ pub(crate) async fn session_view(
     let status = store
         .record(SESSION_STATES, &thread.id)
         .await?
-        .and_then(|record| record.value.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "active".to_owned());
+        .and_then(|record| serde_json::from_value(record.value).ok())
+        .unwrap_or(SessionState::Active);
     Ok(Session {
         id: thread.id.clone(),
         harness_id: state.config.harness_id.clone(),
@@ -72,8 +72,12 @@ fn connect_url(state: &Shared, session_id: &str) -> String {
     )
 }
 
-async fn set_state(state: &Shared, session_id: &str, status: &str) -> Result<(), ApiError> {
-    let op = if status == "active" {
+async fn set_state(
+    state: &Shared,
+    session_id: &str,
+    status: SessionState,
+) -> Result<(), ApiError> {
+    let op = if status == SessionState::Active {
         WriteOp::DeleteRecord {
             namespace: SESSION_STATES.to_owned(),
             key: session_id.to_owned(),
@@ -83,7 +87,7 @@ async fn set_state(state: &Shared, session_id: &str, status: &str) -> Result<(),
             namespace: SESSION_STATES.to_owned(),
             key: session_id.to_owned(),
             thread_id: Some(session_id.to_owned()),
-            value: Value::String(status.to_owned()),
+            value: json!(status),
         }
     };
     Ok(state.host.store().write(vec![op]).await?)
@@ -93,13 +97,15 @@ async fn set_state(state: &Shared, session_id: &str, status: &str) -> Result<(),
 #[derive(Clone, Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct SessionFilter {
-    /// `active`, `paused` or `ended`.
-    status: Option<String>,
+    /// Only sessions in this state.
+    status: Option<SessionState>,
     /// Sessions of this agent (agents are not provided: none).
     agent_id: Option<String>,
     /// 1-100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
     /// Default 0.
+    #[param(minimum = 0)]
     offset: Option<i64>,
 }
 
@@ -119,14 +125,6 @@ pub(crate) async fn list(
         offset: filter.offset,
     }
     .checked()?;
-    if let Some(status) = &filter.status
-        && !["active", "paused", "ended"].contains(&status.as_str())
-    {
-        return Err(ApiError::invalid_field(
-            "status",
-            "status must be active, paused or ended",
-        ));
-    }
     let mut threads = state
         .host
         .store()
@@ -245,15 +243,6 @@ pub(crate) async fn update(
     if let Some(name) = &request.name {
         check_length("name", name, 100)?;
     }
-    if let Some(status) = &request.status
-        && status != "active"
-        && status != "paused"
-    {
-        return Err(ApiError::invalid_field(
-            "status",
-            "status must be active or paused",
-        ));
-    }
     if let Some(name) = &request.name {
         state
             .host
@@ -262,7 +251,11 @@ pub(crate) async fn update(
             .rename_thread(name)
             .await?;
     }
-    if let Some(status) = &request.status {
+    if let Some(status) = request.status {
+        let status = match status {
+            SettableState::Active => SessionState::Active,
+            SettableState::Paused => SessionState::Paused,
+        };
         set_state(&state, &session_id, status).await?;
     }
     let thread = thread(&state, &session_id).await?;
@@ -296,7 +289,7 @@ pub(crate) async fn end(
     if options.delete_history.unwrap_or(false) {
         state.host.delete_session(&session_id).await?;
     } else {
-        set_state(&state, &session_id, "ended").await?;
+        set_state(&state, &session_id, SessionState::Ended).await?;
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -313,7 +306,7 @@ pub(crate) async fn resume(
 ) -> Result<Json<ConnectedSession>, ApiError> {
     state.check_harness(&harness_id)?;
     thread(&state, &session_id).await?;
-    set_state(&state, &session_id, "active").await?;
+    set_state(&state, &session_id, SessionState::Active).await?;
     let thread = thread(&state, &session_id).await?;
     Ok(Json(ConnectedSession {
         session: session_view(&state, &thread).await?,
@@ -326,10 +319,13 @@ pub(crate) async fn resume(
 #[into_params(parameter_in = Query)]
 pub(crate) struct HistoryOptions {
     /// 1-100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<i64>,
     /// Default 0.
+    #[param(minimum = 0)]
     offset: Option<i64>,
-    /// Not supported (`400`).
+    /// Not supported (`400`): page with `offset`.
+    #[param(ignore)]
     since: Option<String>,
 }
 
@@ -482,7 +478,14 @@ pub(crate) async fn send_message(
         .host
         .execute(&session_id, request.content, new_execution_id())
         .await?;
-    let record = wait_finished(&live).await;
+    let record = wait_settled(&live).await;
+    if let Some(waiting) = &record.awaiting_input {
+        return Err(ApiError::conflict(format!(
+            "the execution waits for input ({} of `{}`): answer it at /executions/{}/input",
+            waiting.kind, waiting.tool_name, record.id
+        ))
+        .with_details(json!({ "execution_id": record.id, "awaiting_input": waiting })));
+    }
     if record.status != ExecutionStatus::Completed {
         return Err(ApiError::unavailable(format!(
             "the execution {}: {}",

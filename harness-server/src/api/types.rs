@@ -14,9 +14,42 @@ use crate::host::{AwaitingInput, ExecutionStatus, ToolCallRecord};
 #[into_params(parameter_in = Query)]
 pub(crate) struct Pagination {
     /// How many to return, 1-100 (default 20).
+    #[param(minimum = 1, maximum = 100)]
     pub(crate) limit: Option<i64>,
     /// How many to skip (default 0).
+    #[param(minimum = 0)]
     pub(crate) offset: Option<i64>,
+}
+
+/// The schema of a spec field this server does not take: only `null` (or leaving it out) is
+/// accepted, so that the document says what the server does.
+pub(crate) fn null_only() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::Null)
+        .description(Some("Not supported by this server: leave it out or send null"))
+        .build()
+}
+
+/// A session's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SessionState {
+    /// Takes messages.
+    Active,
+    /// Paused by a client.
+    Paused,
+    /// Ended by a client (its history is kept).
+    Ended,
+}
+
+/// A state a client may set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SettableState {
+    /// Takes messages.
+    Active,
+    /// Paused.
+    Paused,
 }
 
 impl Pagination {
@@ -87,9 +120,7 @@ pub(crate) struct Session {
     pub(crate) harness_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) name: Option<String>,
-    /// `active`, `paused` or `ended`.
-    #[schema(pattern = "^(active|paused|ended)$")]
-    pub(crate) status: String,
+    pub(crate) status: SessionState,
     pub(crate) message_count: u64,
     pub(crate) created_at: String,
     pub(crate) updated_at: String,
@@ -103,15 +134,18 @@ pub(crate) struct SessionResponse {
 
 /// Creates a session.
 #[derive(Clone, Debug, Default, Deserialize, ToSchema)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct CreateSessionRequest {
     /// 1-100 characters.
+    #[schema(min_length = 1, max_length = 100)]
     pub(crate) name: Option<String>,
-    /// Not supported: agents are not provided (`404`).
+    /// Agents are not provided: any id is unknown (`404`).
     pub(crate) agent_id: Option<String>,
-    /// Not supported: skills are not provided (`400` unless empty).
+    /// Skills are not provided: only an empty list.
+    #[schema(max_items = 0)]
     pub(crate) skills: Option<Vec<String>>,
-    /// Not supported per session (`400`): the harness's instructions apply.
+    /// Not supported per session: the harness's instructions apply.
+    #[schema(schema_with = null_only)]
     pub(crate) system_prompt: Option<String>,
 }
 
@@ -125,19 +159,23 @@ pub(crate) struct ConnectedSession {
 
 /// Renames, pauses or resumes a session.
 #[derive(Clone, Debug, Default, Deserialize, ToSchema)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct UpdateSessionRequest {
+    /// 1-100 characters.
+    #[schema(min_length = 1, max_length = 100)]
     pub(crate) name: Option<String>,
-    /// `active` or `paused`.
-    pub(crate) status: Option<String>,
+    pub(crate) status: Option<SettableState>,
 }
 
 /// Forks a session.
 #[derive(Clone, Debug, Default, Deserialize, ToSchema)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub(crate) struct ForkSessionRequest {
+    /// 1-100 characters.
+    #[schema(min_length = 1, max_length = 100)]
     pub(crate) new_name: Option<String>,
-    /// Not supported: a fork copies the whole history (`400`).
+    /// Not supported: a fork copies the whole history.
+    #[schema(schema_with = null_only)]
     pub(crate) from_message_id: Option<String>,
 }
 
@@ -177,8 +215,10 @@ pub(crate) struct Message {
 
 /// Sends a message to a session.
 #[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct SendMessageRequest {
     /// 1-100000 characters.
+    #[schema(min_length = 1, max_length = 100000)]
     pub(crate) content: String,
 }
 
@@ -191,26 +231,34 @@ pub(crate) struct SendMessageResponse {
 
 /// Executes a task.
 #[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ExecuteRequest {
     /// 1-100000 characters.
+    #[schema(min_length = 1, max_length = 100000)]
     pub(crate) message: String,
-    /// Not supported: agents are not provided (`404`).
+    /// Agents are not provided: any id is unknown (`404`).
     #[serde(default)]
     pub(crate) agent_id: Option<String>,
-    /// Not supported (`400` unless empty).
+    /// Skills are not provided: only an empty list.
     #[serde(default)]
+    #[schema(max_items = 0)]
     pub(crate) skills: Option<Vec<String>>,
-    /// The model for this session from now on, e.g. `anthropic/claude-sonnet-4-5`.
+    /// The model for this session from now on, e.g. `anthropic/claude-sonnet-4-5` (`400`
+    /// naming the field if it cannot be used).
     #[serde(default)]
+    #[schema(pattern = "^[^/\\s]+/\\S+$")]
     pub(crate) model: Option<String>,
-    /// Not supported per execution (`400`).
+    /// Not supported per execution: the mode's model settings apply.
     #[serde(default)]
-    pub(crate) max_tokens: Option<i64>,
-    /// Not supported per execution (`400`).
+    #[schema(schema_with = null_only)]
+    pub(crate) max_tokens: Option<Value>,
+    /// Not supported per execution: the mode's model settings apply.
     #[serde(default)]
-    pub(crate) temperature: Option<f64>,
-    /// Not supported per execution (`400`).
+    #[schema(schema_with = null_only)]
+    pub(crate) temperature: Option<Value>,
+    /// Not supported per execution: the harness's instructions apply.
     #[serde(default)]
+    #[schema(schema_with = null_only)]
     pub(crate) system_prompt: Option<String>,
     /// The session to continue; a new one without it.
     #[serde(default)]
@@ -250,6 +298,8 @@ pub(crate) struct Execution {
     pub(crate) artifacts_count: u64,
     /// *Extension*: the session it runs in.
     pub(crate) session_id: String,
+    /// *Extension*: the message it runs.
+    pub(crate) message: String,
     /// *Extension*: the approval or question it waits for, while it waits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) awaiting_input: Option<AwaitingInput>,
@@ -332,6 +382,7 @@ pub(crate) struct ToolCallsResponse {
 
 /// Answers what the execution waits for.
 #[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct SendInputRequest {
     /// For an approval: `yes`, `no` or `always` (this tool, for the session); for a question:
     /// the answer's text.

@@ -107,6 +107,12 @@ async fn answer(served: &Served, execution: &str, data: &str) -> u16 {
 async fn tool_result(served: &Served, execution: &str) -> Value {
     let all = frames(served.attach(execution, None).await, None).await;
     assert_eq!(all.last().unwrap().event, "done");
+    let asked = all.iter().position(|frame| frame.event == "awaiting_input");
+    let answered = all.iter().position(|frame| frame.event == "input_answered");
+    if let Some(asked) = asked {
+        assert!(answered.is_some_and(|answered| answered > asked), "{all:?}");
+        assert_eq!(all[answered.unwrap()].data["call_id"], all[asked].data["call_id"]);
+    }
     all.iter()
         .find(|frame| frame.event == "tool_result")
         .map(|frame| frame.data.clone())
@@ -176,4 +182,51 @@ async fn input_is_409_while_nothing_waits_and_cancel_ends_the_run() {
         .post(&format!("/executions/{execution}/cancel"), json!({}))
         .await;
     assert_eq!(again.status, 409);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_needs_an_approval_is_409_naming_the_execution() {
+    let (served, deploys, _dir) = served(deploy_then_answer, Duration::from_secs(600)).await;
+    let session = served.session().await;
+    let sent = served
+        .post(
+            &format!("/sessions/{session}/message"),
+            json!({ "content": "deploy" }),
+        )
+        .await;
+    assert_eq!(sent.status, 409, "{:?}", sent.body);
+    let waiting = &sent.body["error"]["details"];
+    assert_eq!(waiting["awaiting_input"]["kind"], "approval");
+    let execution = waiting["execution_id"].as_str().unwrap().to_owned();
+    assert_eq!(answer(&served, &execution, "yes").await, 200);
+    assert_eq!(tool_result(&served, &execution).await["success"], true);
+    assert_eq!(deploys.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_execution_cancelled_never_starts() {
+    let (served, _, _dir) = served(hang_script, Duration::from_secs(600)).await;
+    let session = served.session().await;
+    let running = served.execute(&session, "hang").await;
+    let queued = served.execute(&session, "after").await;
+    let state = served.get(&format!("/executions/{queued}")).await;
+    assert_eq!(state.body["execution"]["status"], "pending");
+    assert_eq!(state.body["execution"]["message"], "after");
+    let cancelled = served
+        .post(&format!("/executions/{queued}/cancel"), json!({}))
+        .await;
+    assert_eq!(cancelled.body["execution"]["status"], "cancelled");
+    let all = frames(served.attach(&queued, None).await, None).await;
+    let kinds: Vec<&str> = all.iter().map(|frame| frame.event.as_str()).collect();
+    assert_eq!(kinds, ["error", "done"]);
+    assert_eq!(all[0].data["code"], "cancelled");
+    let mine = served.get(&format!("/executions?session_id={session}")).await;
+    assert_eq!(mine.body["total"], 2);
+    let other = served.get("/executions?session_id=nobody").await;
+    assert_eq!(other.body["total"], 0);
+    served
+        .post(&format!("/executions/{running}/cancel"), json!({}))
+        .await;
+    let state = served.get(&format!("/executions/{running}")).await;
+    assert_eq!(state.body["execution"]["status"], "cancelled");
 }

@@ -57,6 +57,23 @@ async fn malformed_bodies_content_types_routes_and_methods() {
             .contains("message")
     );
 
+    let array = served.post("/sessions", json!([null, null])).await;
+    assert_error(array.status, &array.body, 400, "INVALID_REQUEST");
+    let unknown = served
+        .post("/execute", json!({ "message": "hi", "harness_credentials": {} }))
+        .await;
+    assert_error(unknown.status, &unknown.body, 400, "INVALID_REQUEST");
+    assert!(unknown.body["error"]["message"].as_str().unwrap().contains("harness_credentials"));
+    let temperature = served
+        .post("/execute", json!({ "message": "hi", "temperature": 0.5 }))
+        .await;
+    assert_eq!(temperature.body["error"]["details"]["field"], "temperature");
+    let malformed_model = served
+        .post("/execute", json!({ "message": "hi", "model": "no-slash" }))
+        .await;
+    assert_eq!(malformed_model.status, 400);
+    assert_eq!(malformed_model.body["error"]["details"]["field"], "model");
+
     let empty = served.post("/execute", json!({ "message": "" })).await;
     assert_error(empty.status, &empty.body, 400, "INVALID_REQUEST");
     assert_eq!(empty.body["error"]["details"]["field"], "message");
