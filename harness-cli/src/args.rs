@@ -112,9 +112,9 @@ pub struct ServeArgs {
     /// An origin browsers may call from (CORS); repeat for several
     #[arg(long = "cors-origin", value_name = "ORIGIN")]
     pub cors_origins: Vec<String>,
-    /// Seconds an approval waits for an answer before it is declined
+    /// Seconds an approval or question waits for its user before the run goes on without one
     #[arg(long, value_name = "SECS", default_value_t = 600)]
-    pub approval_timeout: u64,
+    pub input_timeout: u64,
     /// The model, workspace and mode.
     #[command(flatten)]
     pub model: ModelArgs,

@@ -54,7 +54,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<ExitCode, CliErro
     };
     let mut config = ServerConfig::new(token.clone());
     config.cors_origins = args.cors_origins.clone();
-    config.approval_timeout = Duration::from_secs(args.approval_timeout);
+    config.input_timeout = Duration::from_secs(args.input_timeout);
     let server = Server::new(config, store, factory).await?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await

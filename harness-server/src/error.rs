@@ -82,6 +82,13 @@ impl ApiError {
             .with_details(serde_json::json!({ "field": field }))
     }
 
+    /// `422`: a well-formed answer that does not fit what waits for it (the waiting tool's
+    /// own schema, which the document cannot know).
+    pub fn unfit_answer(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "INVALID_ANSWER", message)
+            .with_details(serde_json::json!({ "field": "data" }))
+    }
+
     /// `400`: the request as a whole is unusable.
     pub fn bad_request(code: &str, message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, code, message)
@@ -206,7 +213,7 @@ impl From<HarnessError> for ApiError {
             error @ (HarnessError::NotPending { .. }
             | HarnessError::AmbiguousApproval(_)
             | HarnessError::AmbiguousSuspension(_)) => ApiError::conflict(error.to_string()),
-            HarnessError::InvalidAnswer(message) => ApiError::invalid_field("data", message),
+            HarnessError::InvalidAnswer(message) => ApiError::unfit_answer(message),
             error @ (HarnessError::Model(_) | HarnessError::ModelId(_)) => {
                 ApiError::bad_request("MODEL_NOT_AVAILABLE", error.to_string())
             }

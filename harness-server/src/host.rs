@@ -234,7 +234,7 @@ struct Hosted {
 pub(crate) struct Host {
     store: Arc<dyn Store>,
     factory: HarnessFactory,
-    approval_timeout: Duration,
+    input_timeout: Duration,
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Hosted>>>,
     live: Mutex<HashMap<String, Arc<Live>>>,
     resource_id: String,
@@ -254,7 +254,7 @@ impl Host {
     pub(crate) fn new(
         store: Arc<dyn Store>,
         factory: HarnessFactory,
-        approval_timeout: Duration,
+        input_timeout: Duration,
     ) -> Result<Arc<Host>, ApiError> {
         let probe = factory()
             .map_err(|error| {
@@ -268,7 +268,7 @@ impl Host {
         Ok(Arc::new_cyclic(|me| Host {
             store,
             factory,
-            approval_timeout,
+            input_timeout,
             sessions: tokio::sync::Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
             resource_id,
@@ -291,7 +291,7 @@ impl Host {
                 ApiError::unavailable(format!("the harness cannot be built: {error}"))
             })?
             .interactive(true)
-            .approval_timeout(self.approval_timeout)
+            .input_timeout(self.input_timeout)
             .build()
             .map_err(|error| {
                 ApiError::unavailable(format!("the harness cannot be built: {error}"))
@@ -427,6 +427,15 @@ impl Host {
             return Err(ApiError::internal("the session's worker stopped"));
         }
         Ok(live)
+    }
+
+    /// An unfinished execution of `session_id`, if it has one.
+    pub(crate) fn busy_with(&self, session_id: &str) -> Option<String> {
+        lock(&self.live)
+            .values()
+            .map(|live| live.record())
+            .find(|record| record.session_id == session_id && !record.status.is_finished())
+            .map(|record| record.id)
     }
 
     /// An execution this process runs, if it does.
@@ -802,7 +811,12 @@ impl Execution<'_> {
         }
         answered
             .into_iter()
-            .chain(self.stream.map(&envelope.event).into_iter().map(Frame::from))
+            .chain(
+                self.stream
+                    .map(&envelope.event)
+                    .into_iter()
+                    .map(Frame::from),
+            )
             .collect()
     }
 

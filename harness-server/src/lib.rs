@@ -71,8 +71,9 @@ pub struct ServerConfig {
     pub token: String,
     /// Origins allowed to call from a browser (CORS); none by default.
     pub cors_origins: Vec<String>,
-    /// An approval nobody answers within this is declined (default 10 minutes).
-    pub approval_timeout: Duration,
+    /// An approval nobody answers within this is declined, a question answered as by a
+    /// harness without a user (default 10 minutes).
+    pub input_timeout: Duration,
     /// How long a completed stream can be read again (default 1 hour, as the spec says).
     pub retention: Duration,
     /// The largest request body, in bytes (default 1 MiB).
@@ -88,7 +89,7 @@ impl ServerConfig {
             harness_id: "local".to_owned(),
             token: token.into(),
             cors_origins: Vec::new(),
-            approval_timeout: Duration::from_secs(600),
+            input_timeout: Duration::from_secs(600),
             retention: Duration::from_secs(3600),
             body_limit: 1024 * 1024,
             idle_timeout: Duration::from_secs(600),
@@ -130,7 +131,7 @@ impl Server {
                 "the token must not be empty".to_owned(),
             ));
         }
-        let host = host::Host::new(Arc::clone(&store), factory, config.approval_timeout)
+        let host = host::Host::new(Arc::clone(&store), factory, config.input_timeout)
             .map_err(ServerError::Start)?;
         let state = Arc::new(api::State {
             config,

@@ -95,7 +95,10 @@ pub fn document(harness_id: &str) -> Value {
         "bearer",
         SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
     );
-    document.security = Some(vec![SecurityRequirement::new("bearer", Vec::<String>::new())]);
+    document.security = Some(vec![SecurityRequirement::new(
+        "bearer",
+        Vec::<String>::new(),
+    )]);
     let mut document = serde_json::to_value(document).unwrap_or(Value::Null);
     pin_harness_id(&mut document, harness_id);
     link_created_ids(&mut document);
@@ -151,8 +154,8 @@ fn describe_streams(document: &mut Value) {
     });
     rewrite_refs(schemas);
     for operation in operations(document) {
-        let stream = &mut operation["responses"]["200"]["content"]["text/event-stream"];
-        if stream.is_object() {
+        // `get_mut`, not indexing: indexing would add the missing keys as nulls.
+        if let Some(stream) = operation.pointer_mut("/responses/200/content/text~1event-stream") {
             stream["schema"] = json!({ "$ref": "#/components/schemas/SseFrame" });
         }
     }
@@ -173,7 +176,10 @@ fn rewrite_refs(value: &mut Value) {
 /// `{harnessId}` takes one value: the harness this server hosts.
 fn pin_harness_id(document: &mut Value, harness_id: &str) {
     for operation in operations(document) {
-        let Some(parameters) = operation["parameters"].as_array_mut() else {
+        let Some(parameters) = operation
+            .get_mut("parameters")
+            .and_then(Value::as_array_mut)
+        else {
             continue;
         };
         for parameter in parameters {
@@ -189,7 +195,11 @@ fn pin_harness_id(document: &mut Value, harness_id: &str) {
 fn link_created_ids(document: &mut Value) {
     let mut takers: Vec<(String, bool, bool)> = Vec::new();
     for (path, item) in document["paths"].as_object().into_iter().flatten() {
-        for operation in item.as_object().into_iter().flat_map(|methods| methods.values()) {
+        for operation in item
+            .as_object()
+            .into_iter()
+            .flat_map(|methods| methods.values())
+        {
             if let Some(id) = operation["operationId"].as_str()
                 && operation["tags"]
                     .as_array()
@@ -238,7 +248,12 @@ fn link_created_ids(document: &mut Value) {
                 json!({ "operationId": target, "parameters": parameters }),
             );
         }
-        operation["responses"][status]["links"] = Value::Object(links);
+        if let Some(response) = operation
+            .get_mut("responses")
+            .and_then(|responses| responses.get_mut(status))
+        {
+            response["links"] = Value::Object(links);
+        }
     }
 }
 

@@ -240,7 +240,7 @@ pub struct HarnessBuilder {
     kernel_config: KernelConfig,
     interactive: Option<bool>,
     persist_grants: bool,
-    approval_timeout: Option<Duration>,
+    input_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for HarnessBuilder {
@@ -276,7 +276,7 @@ impl HarnessBuilder {
             kernel_config: KernelConfig::default(),
             interactive: None,
             persist_grants: false,
-            approval_timeout: None,
+            input_timeout: None,
         }
     }
 
@@ -478,11 +478,12 @@ impl HarnessBuilder {
         self
     }
 
-    /// Declines an approval nobody answered within `limit` (the model is told why), instead of
-    /// waiting as long as the run lasts: for servers, where the user who could answer may be
-    /// gone. Unset by default.
-    pub fn approval_timeout(mut self, limit: Duration) -> Self {
-        self.approval_timeout = Some(limit);
+    /// Gives up on the user after `limit` instead of waiting as long as the run lasts: an
+    /// approval nobody answered is declined (the model is told why), a question or plan review
+    /// nobody answered is answered as a headless harness answers it. For servers, where the
+    /// user who could answer may be gone. Unset by default.
+    pub fn input_timeout(mut self, limit: Duration) -> Self {
+        self.input_timeout = Some(limit);
         self
     }
 
@@ -610,7 +611,7 @@ impl HarnessBuilder {
                 id_generator: self.id_generator.unwrap_or_else(|| Arc::new(default_id)),
                 interactive: self.interactive,
                 persist_grants: self.persist_grants,
-                approval_timeout: self.approval_timeout,
+                input_timeout: self.input_timeout,
                 session,
                 queue: Default::default(),
                 runner: Default::default(),

@@ -1,7 +1,8 @@
 //! The harness side of a run's back-channel: approvals, suspensions (questions, plans, access
 //! requests), tool progress and escalations, answered through the [`Harness`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -88,36 +89,26 @@ impl SessionChannel {
         SessionChannel { harness }
     }
 
-    /// The answer to the approval of `call_id`, or a decline once the approval timeout passes
+    /// The answer to the approval of `call_id`, or a decline once the input timeout passes
     /// with no answer. `Err` if the run was aborted.
     async fn approval_answer(
         &self,
         call_id: &str,
-        mut answer: oneshot::Receiver<ApprovalAnswer>,
+        answer: oneshot::Receiver<ApprovalAnswer>,
     ) -> Result<ApprovalAnswer, oneshot::error::RecvError> {
-        let Some(limit) = self.harness.approval_timeout else {
+        let Some(limit) = self.harness.input_timeout else {
             return answer.await;
         };
-        if let Ok(answered) = tokio::time::timeout(limit, &mut answer).await {
-            return answered;
-        }
-        let withdrawn = {
-            let mut approvals = lock(&self.harness.session.approvals);
-            let waiting = approvals.len();
-            approvals.retain(|pending| pending.call_id != call_id);
-            approvals.len() < waiting
-        };
-        if !withdrawn {
-            // Someone took the approval to answer it as the time ran out: their answer stands.
-            return answer.await;
-        }
-        Ok(ApprovalAnswer::Decline {
-            reason: format!(
-                "it needs the user's approval and no one answered within {} s, so it did not \
+        match answer_in_time(&self.harness.session.approvals, call_id, limit, answer).await {
+            Some(answered) => answered,
+            None => Ok(ApprovalAnswer::Decline {
+                reason: format!(
+                    "it needs the user's approval and no one answered within {} s, so it did not \
                  run. Continue without it, or explain what you need.",
-                limit.as_secs_f64()
-            ),
-        })
+                    limit.as_secs_f64()
+                ),
+            }),
+        }
     }
 
     async fn wait_for_answer(&self, suspension: Suspension) -> Result<Value, SuspendError> {
@@ -125,6 +116,7 @@ impl SessionChannel {
             return Err(SuspendError::Unavailable);
         }
         let (reply, answer) = oneshot::channel();
+        let call_id = suspension.call_id.clone();
         lock(&self.harness.session.suspensions).push(PendingAnswer {
             call_id: suspension.call_id.clone(),
             tool_name: suspension.tool_name.clone(),
@@ -139,8 +131,39 @@ impl SessionChannel {
             resume_schema: suspension.resume_schema,
         });
         // The sender is dropped when the run is aborted.
-        answer.await.map_err(|_| SuspendError::Aborted)
+        let answered = match self.harness.input_timeout {
+            None => answer.await,
+            Some(limit) => {
+                let suspensions = &self.harness.session.suspensions;
+                match answer_in_time(suspensions, &call_id, limit, answer).await {
+                    Some(answered) => answered,
+                    // Nobody answered in time: go on as a harness without a user does.
+                    None => return Err(SuspendError::Unavailable),
+                }
+            }
+        };
+        answered.map_err(|_| SuspendError::Aborted)
     }
+}
+
+/// The answer to the call `call_id` waiting in `pending`, or `None` once `limit` passed with
+/// no answer (the call is then withdrawn). An answer taken as the time ran out still counts.
+async fn answer_in_time<T>(
+    pending: &Mutex<Vec<PendingAnswer<T>>>,
+    call_id: &str,
+    limit: Duration,
+    mut answer: oneshot::Receiver<T>,
+) -> Option<Result<T, oneshot::error::RecvError>> {
+    if let Ok(answered) = tokio::time::timeout(limit, &mut answer).await {
+        return Some(answered);
+    }
+    let withdrawn = {
+        let mut waiting = lock(pending);
+        let before = waiting.len();
+        waiting.retain(|call| call.call_id != call_id);
+        waiting.len() < before
+    };
+    if withdrawn { None } else { Some(answer.await) }
 }
 
 #[async_trait]

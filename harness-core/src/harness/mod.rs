@@ -161,7 +161,7 @@ pub(crate) struct HarnessInner {
     pub(crate) id_generator: Arc<dyn Fn() -> String + Send + Sync>,
     pub(crate) interactive: Option<bool>,
     pub(crate) persist_grants: bool,
-    pub(crate) approval_timeout: Option<std::time::Duration>,
+    pub(crate) input_timeout: Option<std::time::Duration>,
     pub(crate) session: Session,
     /// The queue from the active run to its recorder, for publishing in order and flushing
     /// before a fork.

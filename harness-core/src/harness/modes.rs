@@ -45,6 +45,15 @@ impl Harness {
         Ok(())
     }
 
+    /// Checks that `model_id` can run here: well formed, and built by the harness's resolver
+    /// (its provider known, its key present). [`switch_model`](Self::switch_model) does not
+    /// check, so that a thread can name a model this process cannot build yet.
+    pub fn check_model(&self, model_id: &str) -> Result<(), HarnessError> {
+        let model = ModelId::new(model_id)?;
+        self.inner.resolve_model(&model)?;
+        Ok(())
+    }
+
     /// The catalog's models with their authentication status (cached 10 s).
     pub fn list_available_models(&self) -> Arc<[AvailableModel]> {
         self.inner.catalog.list_available_models()

@@ -292,7 +292,7 @@ async fn an_approval_nobody_answers_in_time_is_declined() {
             let model = Arc::clone(&model);
             move |_| Ok(model.clone() as _)
         })
-        .approval_timeout(std::time::Duration::from_secs(30))
+        .input_timeout(std::time::Duration::from_secs(30))
         .build()
         .unwrap();
     let mut events = harness.subscribe();
@@ -324,6 +324,51 @@ async fn an_approval_nobody_answers_in_time_is_declined() {
         harness
             .respond_to_tool_approval(ApprovalAnswer::Approve, None)
             .is_err()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_question_nobody_answers_in_time_is_answered_as_without_a_user() {
+    let model = Arc::new(
+        ScriptedModel::new("scripted/asker")
+            .then(Scripted::tool_call(
+                "ask_user",
+                json!({"question": "Which region?"}),
+            ))
+            .then(Scripted::text("went with the default")),
+    );
+    let harness = Harness::builder("asker")
+        .mode(Mode::new("build").default_model("scripted/asker"))
+        .model_resolver({
+            let model = Arc::clone(&model);
+            move |_| Ok(model.clone() as _)
+        })
+        .interactive(true)
+        .input_timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut events = harness.subscribe();
+    let run = send(&harness, "deploy");
+    suspended(&mut events).await;
+    // Paused time moves on while every task waits; an hour later the test gives up.
+    let summary = tokio::time::timeout(std::time::Duration::from_secs(3600), run)
+        .await
+        .expect("the question was still waiting an hour later")
+        .unwrap()
+        .unwrap();
+    assert_eq!(summary.final_text.as_deref(), Some("went with the default"));
+    assert!(harness.session().pending_suspensions().is_empty());
+    let requests = model.requests();
+    let results = requests[1].tool_results();
+    assert!(
+        results[0].contains("[Question for user]: Which region?"),
+        "{results:?}"
+    );
+    assert!(
+        harness
+            .respond_to_tool_suspension(json!("eu"), None)
+            .is_err(),
+        "answering now is too late"
     );
 }
 

@@ -212,6 +212,30 @@ async fn each_mode_remembers_its_own_model_in_the_thread() {
 }
 
 #[tokio::test]
+async fn check_model_asks_the_resolver_without_switching() {
+    let harness = Harness::builder("coder")
+        .mode(Mode::new("build").default_model("scripted/builder"))
+        .model_resolver(|id| match id.provider() {
+            "scripted" => echo_resolver(id),
+            other => Err(harness_core::model::ModelError::UnknownModel(
+                other.to_owned(),
+            )),
+        })
+        .build()
+        .unwrap();
+    harness.create_thread(None).await.unwrap();
+    harness.check_model("scripted/other").unwrap();
+    let error = harness.check_model("elsewhere/model").unwrap_err();
+    assert!(matches!(error, HarnessError::Model(_)), "{error}");
+    let error = harness.check_model("no-slash").unwrap_err();
+    assert!(matches!(error, HarnessError::ModelId(_)), "{error}");
+    assert_eq!(
+        harness.session().model_id().unwrap().as_str(),
+        "scripted/builder"
+    );
+}
+
+#[tokio::test]
 async fn a_mode_switch_emits_mode_then_model_changed() {
     let harness = two_modes().build().unwrap();
     harness.create_thread(None).await.unwrap();

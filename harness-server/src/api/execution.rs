@@ -93,7 +93,11 @@ async fn start(state: &Shared, request: ExecuteRequest) -> Result<(String, Strin
     };
     if let Some(model) = &request.model {
         let harness = state.host.harness(&session_id).await?;
-        harness.switch_model(model).await.map_err(|error| match error {
+        let checked = match harness.check_model(model) {
+            Ok(()) => harness.switch_model(model).await,
+            Err(error) => Err(error),
+        };
+        checked.map_err(|error| match error {
             HarnessError::ModelId(_) => ApiError::invalid_field("model", error.to_string()),
             // A well-formed id this harness cannot use: unknown, or without its key.
             other => ApiError::unknown("model", model, other.to_string()),
@@ -242,7 +246,8 @@ pub(crate) async fn get_execution(
 #[utoipa::path(get, path = "/v1/harnesses/{harnessId}/executions/{executionId}/stream",
     tag = "execution", operation_id = "execution.attachStream",
     params(("harnessId" = String, Path), ("executionId" = String, Path),
-        ("Last-Event-ID" = Option<u64>, Header, description = "The id of the last frame received")),
+        ("Last-Event-ID" = Option<String>, Header, pattern = "^[0-9]{0,19}$", nullable = false,
+            description = "The id of the last frame received: the stream goes on after it")),
     responses((status = 200, content_type = "text/event-stream", body = String,
             description = "Execution events; `id:` is the frame's seq"),
         (status = 400, body = ErrorResponse), (status = 401, body = ErrorResponse),
@@ -354,7 +359,8 @@ pub(crate) async fn tool_calls(
     responses((status = 200, body = SendInputResponse), (status = 400, body = ErrorResponse),
         (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
         (status = 409, body = ErrorResponse), (status = 410, body = ErrorResponse),
-        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse)))]
+        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse),
+        (status = 422, body = ErrorResponse)))]
 pub(crate) async fn send_input(
     State(state): State<Shared>,
     Path((harness_id, execution_id)): Path<(String, String)>,
@@ -395,9 +401,8 @@ fn approval(data: &str) -> Result<ApprovalAnswer, ApiError> {
             reason: "the user declined over the API".to_owned(),
         }),
         "always" | "a" => Ok(ApprovalAnswer::AlwaysAllowTool),
-        other => Err(ApiError::invalid_field(
-            "data",
-            format!("an approval is answered yes, no or always, not `{other}`"),
-        )),
+        other => Err(ApiError::unfit_answer(format!(
+            "an approval is answered yes, no or always, not `{other}`"
+        ))),
     }
 }

@@ -14,7 +14,8 @@ use axum::handler::Handler;
 use axum::http::{HeaderName, HeaderValue, Method, Uri};
 use axum::middleware;
 use axum::response::IntoResponse;
-use axum::routing::{MethodFilter, MethodRouter, get, on};
+use axum::response::Response;
+use axum::routing::{MethodFilter, MethodRouter, any, get, on};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::ServerConfig;
@@ -102,22 +103,17 @@ where
 
 /// The whole router.
 pub(crate) fn router(state: Shared) -> Router {
-    // Routes that share a router path and method: `files/{path}` and `files/{path}/download`
-    // are both answered by `files/{*path}`.
-    let mut shared: BTreeMap<(String, &str), Vec<&'static SpecRoute>> = BTreeMap::new();
-    for route in SPEC_ROUTES {
-        shared
-            .entry((route.router_path(), route.method))
-            .or_default()
-            .push(route);
-    }
     let mut paths: BTreeMap<String, MethodRouter<Shared>> = BTreeMap::new();
-    for ((path, method), routes) in shared {
-        let answer = match routes.as_slice() {
-            [route] => built(route).unwrap_or_else(|| not_built(method, route.id)),
-            [first, ..] => not_built_among(method, first, routes.clone()),
-            [] => continue,
-        };
+    for route in SPEC_ROUTES {
+        let path = route.router_path();
+        // `files/{path}`, `files/{path}/download`: one catch-all answers them all, every method.
+        if path.contains("{*") {
+            paths
+                .entry(path.clone())
+                .or_insert_with(|| any(not_built_catch_all(path)));
+            continue;
+        }
+        let answer = built(route).unwrap_or_else(|| not_built(route.method, route.id));
         let merged = match paths.remove(&path) {
             Some(existing) => existing.merge(answer),
             None => answer,
@@ -187,21 +183,45 @@ fn not_built(method: &str, id: &'static str) -> MethodRouter<Shared> {
     on_method(method, move || async move { ApiError::not_built(id) })
 }
 
-/// `501` for unprovided operations that share a catch-all route: the one whose path ends as
-/// the request's does (e.g. `/download`), else the first.
-fn not_built_among(
-    method: &str,
-    first: &'static SpecRoute,
-    routes: Vec<&'static SpecRoute>,
-) -> MethodRouter<Shared> {
-    on_method(method, move |uri: Uri| async move {
+/// The answer of a catch-all route (`files/{*path}`), for every method: `501` for the spec
+/// route whose literal tail the request's path ends with (`/download`), else for the route
+/// without one; `405` with `Allow` for a method neither takes.
+fn not_built_catch_all(
+    path: String,
+) -> impl Fn(Method, Uri) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
+    move |method: Method, uri: Uri| {
         let tail = |route: &SpecRoute| route.path.rsplit('}').next().unwrap_or_default();
-        let route = routes
+        let here = SPEC_ROUTES
             .iter()
-            .find(|route| !tail(route).is_empty() && uri.path().ends_with(tail(route)))
-            .unwrap_or(&first);
-        ApiError::not_built(route.id)
-    })
+            .filter(|route| route.router_path() == path);
+        let tailed: Vec<&SpecRoute> = here
+            .clone()
+            .filter(|route| !tail(route).is_empty() && uri.path().ends_with(tail(route)))
+            .collect();
+        let candidates: Vec<&SpecRoute> = if tailed.is_empty() {
+            here.filter(|route| tail(route).is_empty()).collect()
+        } else {
+            tailed
+        };
+        let answer = match candidates
+            .iter()
+            .find(|route| route.method == method.as_str())
+        {
+            Some(route) => ApiError::not_built(route.id).into_response(),
+            None => {
+                let allowed: Vec<&str> = candidates.iter().map(|route| route.method).collect();
+                let mut refused =
+                    ApiError::method_not_allowed(method.as_str(), uri.path()).into_response();
+                if let Ok(allow) = HeaderValue::from_str(&allowed.join(",")) {
+                    refused
+                        .headers_mut()
+                        .insert(axum::http::header::ALLOW, allow);
+                }
+                refused
+            }
+        };
+        std::future::ready(answer)
+    }
 }
 
 async fn no_route(uri: Uri) -> impl IntoResponse {

@@ -72,11 +72,7 @@ fn connect_url(state: &Shared, session_id: &str) -> String {
     )
 }
 
-async fn set_state(
-    state: &Shared,
-    session_id: &str,
-    status: SessionState,
-) -> Result<(), ApiError> {
+async fn set_state(state: &Shared, session_id: &str, status: SessionState) -> Result<(), ApiError> {
     let op = if status == SessionState::Active {
         WriteOp::DeleteRecord {
             namespace: SESSION_STATES.to_owned(),
@@ -474,6 +470,13 @@ pub(crate) async fn send_message(
     state.check_harness(&harness_id)?;
     check_length("content", &request.content, MAX_MESSAGE)?;
     thread(&state, &session_id).await?;
+    // Waiting behind another execution could take as long as that one waits for its user.
+    if let Some(busy) = state.host.busy_with(&session_id) {
+        return Err(ApiError::conflict(format!(
+            "session `{session_id}` is running execution `{busy}`; queue with /execute"
+        ))
+        .with_details(json!({ "execution_id": busy })));
+    }
     let live = state
         .host
         .execute(&session_id, request.content, new_execution_id())

@@ -26,7 +26,9 @@ pub(crate) struct Pagination {
 pub(crate) fn null_only() -> utoipa::openapi::Object {
     utoipa::openapi::ObjectBuilder::new()
         .schema_type(utoipa::openapi::schema::Type::Null)
-        .description(Some("Not supported by this server: leave it out or send null"))
+        .description(Some(
+            "Not supported by this server: leave it out or send null",
+        ))
         .build()
 }
 
@@ -243,10 +245,11 @@ pub(crate) struct ExecuteRequest {
     #[serde(default)]
     #[schema(max_items = 0)]
     pub(crate) skills: Option<Vec<String>>,
-    /// The model for this session from now on, e.g. `anthropic/claude-sonnet-4-5` (`400`
-    /// naming the field if it cannot be used).
+    /// The model for this session from now on, e.g. `anthropic/claude-sonnet-4-5`: `400`
+    /// naming the field if malformed, `404` if this harness cannot build it (unknown, or no
+    /// key).
     #[serde(default)]
-    #[schema(pattern = "^[^/\\s]+/\\S+$")]
+    #[schema(pattern = "^[A-Za-z0-9._-]+/[A-Za-z0-9._:/@+-]+$")]
     pub(crate) model: Option<String>,
     /// Not supported per execution: the mode's model settings apply.
     #[serde(default)]
@@ -392,7 +395,6 @@ pub(crate) struct SendInputRequest {
     pub(crate) call_id: Option<String>,
     /// *Extension*: a question's answer as JSON, for tools whose answer is not text.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
     pub(crate) answer: Option<Value>,
 }
 

@@ -67,7 +67,7 @@ async fn served(
         &dir.path().join("h.db"),
         script,
         Arc::new(deploying(Arc::clone(&deploys))),
-        |config| config.approval_timeout = timeout,
+        |config| config.input_timeout = timeout,
     )
     .await;
     (served, deploys, dir)
@@ -111,7 +111,10 @@ async fn tool_result(served: &Served, execution: &str) -> Value {
     let answered = all.iter().position(|frame| frame.event == "input_answered");
     if let Some(asked) = asked {
         assert!(answered.is_some_and(|answered| answered > asked), "{all:?}");
-        assert_eq!(all[answered.unwrap()].data["call_id"], all[asked].data["call_id"]);
+        assert_eq!(
+            all[answered.unwrap()].data["call_id"],
+            all[asked].data["call_id"]
+        );
     }
     all.iter()
         .find(|frame| frame.event == "tool_result")
@@ -139,7 +142,7 @@ async fn an_approval_answered_yes_runs_the_tool() {
 async fn an_approval_answered_no_skips_the_tool() {
     let (served, deploys, _dir) = served(deploy_then_answer, Duration::from_secs(600)).await;
     let execution = waiting(&served).await;
-    assert_eq!(answer(&served, &execution, "maybe").await, 400);
+    assert_eq!(answer(&served, &execution, "maybe").await, 422);
     assert_eq!(answer(&served, &execution, "no").await, 200);
     assert_eq!(tool_result(&served, &execution).await["success"], false);
     assert_eq!(deploys.load(Ordering::SeqCst), 0);
@@ -220,7 +223,9 @@ async fn a_queued_execution_cancelled_never_starts() {
     let kinds: Vec<&str> = all.iter().map(|frame| frame.event.as_str()).collect();
     assert_eq!(kinds, ["error", "done"]);
     assert_eq!(all[0].data["code"], "cancelled");
-    let mine = served.get(&format!("/executions?session_id={session}")).await;
+    let mine = served
+        .get(&format!("/executions?session_id={session}"))
+        .await;
     assert_eq!(mine.body["total"], 2);
     let other = served.get("/executions?session_id=nobody").await;
     assert_eq!(other.body["total"], 0);

@@ -60,10 +60,18 @@ async fn malformed_bodies_content_types_routes_and_methods() {
     let array = served.post("/sessions", json!([null, null])).await;
     assert_error(array.status, &array.body, 400, "INVALID_REQUEST");
     let unknown = served
-        .post("/execute", json!({ "message": "hi", "harness_credentials": {} }))
+        .post(
+            "/execute",
+            json!({ "message": "hi", "harness_credentials": {} }),
+        )
         .await;
     assert_error(unknown.status, &unknown.body, 400, "INVALID_REQUEST");
-    assert!(unknown.body["error"]["message"].as_str().unwrap().contains("harness_credentials"));
+    assert!(
+        unknown.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("harness_credentials")
+    );
     let temperature = served
         .post("/execute", json!({ "message": "hi", "temperature": 0.5 }))
         .await;
@@ -205,4 +213,26 @@ async fn a_stream_past_its_retention_is_gone() {
     assert_error(gone.status, &gone.body, 410, "GONE");
     let record = served.get(&format!("/executions/{execution}")).await;
     assert_eq!(record.body["execution"]["status"], "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catch_all_route_answers_the_operation_its_path_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&dir.path().join("h.db"), answers).await;
+    let read = served.get("/files/docs/a.txt").await;
+    assert_eq!(read.body["error"]["operation"], "files.read");
+    let download = served.get("/files/docs/a.txt/download").await;
+    assert_eq!(download.body["error"]["operation"], "files.download");
+    let write = served.request("PUT", "/files/docs/a.txt", None).await;
+    assert_eq!(write.body["error"]["operation"], "files.write");
+    let refused = served
+        .http()
+        .put(served.url("/files/docs/a.txt/download"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.headers()["allow"], "GET");
+    let refused = answer(refused).await;
+    assert_error(refused.status, &refused.body, 405, "METHOD_NOT_ALLOWED");
 }
