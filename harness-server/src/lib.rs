@@ -48,6 +48,7 @@ mod error;
 mod host;
 pub mod openapi;
 mod routes;
+mod state;
 mod stream;
 
 use std::future::Future;
@@ -115,7 +116,7 @@ pub enum ServerError {
 /// The server: its configuration, its store and the harnesses of live sessions.
 #[derive(Clone, Debug)]
 pub struct Server {
-    state: Arc<api::State>,
+    state: state::Shared,
 }
 
 impl Server {
@@ -133,7 +134,7 @@ impl Server {
         }
         let host = host::Host::new(Arc::clone(&store), factory, config.input_timeout)
             .map_err(ServerError::Start)?;
-        let state = Arc::new(api::State {
+        let state = Arc::new(state::State {
             config,
             host,
             started_at: unix_ms(),
@@ -153,7 +154,20 @@ impl Server {
     /// The router: the API, `/openapi.json`, the spec's error bodies for unknown routes and
     /// methods.
     pub fn router(&self) -> axum::Router {
-        api::router(Arc::clone(&self.state))
+        use axum::routing::get;
+        let state = Arc::clone(&self.state);
+        let router = axum::Router::new()
+            .route("/openapi.json", get(openapi::serve))
+            .route("/console", get(console::redirect))
+            .route("/console/", get(console::index))
+            .route("/console/{file}", get(console::file))
+            .merge(api::router(&state))
+            .fallback(api::no_route)
+            .with_state(Arc::clone(&state));
+        match api::cors(&state.config) {
+            Some(cors) => router.layer(cors),
+            None => router,
+        }
     }
 
     /// Serves on `listener` until `shutdown` completes; drops idle sessions' harnesses and
@@ -178,7 +192,7 @@ impl Server {
     }
 }
 
-async fn sweep(state: Arc<api::State>) {
+async fn sweep(state: state::Shared) {
     let every = (state.config.idle_timeout / 2).max(Duration::from_secs(1));
     let mut ticks = tokio::time::interval(every);
     loop {
@@ -190,7 +204,7 @@ async fn sweep(state: Arc<api::State>) {
     }
 }
 
-impl api::State {
+impl state::State {
     async fn prune(&self) -> Result<(), ApiError> {
         let retention = i64::try_from(self.config.retention.as_millis()).unwrap_or(i64::MAX);
         self.host

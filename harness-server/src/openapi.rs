@@ -2,8 +2,6 @@
 //! spec routes this server does not provide are in it too, answering `501`. Served at
 //! `/openapi.json`; a copy is checked in as `harness-server/openapi.json`.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -275,7 +273,7 @@ pub fn json(harness_id: &str) -> String {
     text
 }
 
-pub(crate) async fn serve(State(state): State<Arc<crate::api::State>>) -> impl IntoResponse {
+pub(crate) async fn serve(State(state): State<crate::state::Shared>) -> impl IntoResponse {
     let json = state
         .openapi
         .get_or_init(|| json(&state.config.harness_id))

@@ -13,8 +13,8 @@ use harness_tags::util::unix_ms;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use crate::api::State;
 use crate::error::ApiError;
+use crate::state::State;
 
 /// The most frames read from the store at a time.
 const PAGE: usize = 256;

@@ -10,46 +10,18 @@ use harness_tags::util::rfc3339;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::Shared;
-use super::sessions::{thread, unsupported};
+use super::shared::{new_execution_id, thread, unsupported, wait_finished};
 use super::types::{
     CancelResponse, ExecuteRequest, ExecuteResponse, Execution, ExecutionResponse, ExecutionResult,
     Page, Pagination, ResultResponse, SendInputRequest, SendInputResponse, ToolCallSummary,
     ToolCallsResponse, check_length,
 };
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
-use crate::host::{ExecutionRecord, ExecutionStatus, Live};
+use crate::host::{ExecutionRecord, ExecutionStatus};
+use crate::state::Shared;
 use crate::stream::{execution_stream, last_event_id};
 
 const MAX_MESSAGE: usize = 100_000;
-
-/// A new execution id.
-pub(crate) fn new_execution_id() -> String {
-    format!("exec_{}", harness_core::harness::default_id())
-}
-
-/// Waits until a live execution is over, and returns its final record.
-pub(crate) async fn wait_finished(live: &Live) -> ExecutionRecord {
-    wait_for(live, |record| record.status.is_finished()).await
-}
-
-/// Waits until a live execution is over or waits for input.
-pub(crate) async fn wait_settled(live: &Live) -> ExecutionRecord {
-    wait_for(live, |record| {
-        record.status.is_finished() || record.awaiting_input.is_some()
-    })
-    .await
-}
-
-async fn wait_for(live: &Live, settled: impl Fn(&ExecutionRecord) -> bool) -> ExecutionRecord {
-    let mut changes = live.watch();
-    loop {
-        let record = live.record();
-        if settled(&record) || changes.changed().await.is_err() {
-            return live.record();
-        }
-    }
-}
 
 fn view(state: &Shared, record: ExecutionRecord) -> Execution {
     let progress = None;

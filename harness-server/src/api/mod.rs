@@ -3,6 +3,7 @@
 pub(crate) mod execution;
 pub(crate) mod registry;
 pub(crate) mod sessions;
+mod shared;
 pub(crate) mod types;
 
 use std::collections::BTreeMap;
@@ -15,37 +16,13 @@ use axum::http::{HeaderName, HeaderValue, Method, Uri};
 use axum::middleware;
 use axum::response::IntoResponse;
 use axum::response::Response;
-use axum::routing::{MethodFilter, MethodRouter, any, get, on};
+use axum::routing::{MethodFilter, MethodRouter, any, on};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::ServerConfig;
 use crate::error::ApiError;
-use crate::host::Host;
 use crate::routes::{SPEC_ROUTES, SpecRoute};
-
-/// What every handler shares.
-#[derive(Debug)]
-pub(crate) struct State {
-    pub(crate) config: ServerConfig,
-    pub(crate) host: Arc<Host>,
-    /// When the server started, Unix milliseconds.
-    pub(crate) started_at: i64,
-    /// The OpenAPI document, made on first request.
-    pub(crate) openapi: std::sync::OnceLock<String>,
-}
-
-impl State {
-    /// `404` unless `harness_id` is the harness this server hosts.
-    pub(crate) fn check_harness(&self, harness_id: &str) -> Result<(), ApiError> {
-        if harness_id == self.config.harness_id {
-            Ok(())
-        } else {
-            Err(ApiError::not_found("harness", harness_id))
-        }
-    }
-}
-
-type Shared = Arc<State>;
+use crate::state::Shared;
 
 /// The spec operations this server provides, with their handlers.
 fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
@@ -101,8 +78,8 @@ where
     on(filter(method), handler)
 }
 
-/// The whole router.
-pub(crate) fn router(state: Shared) -> Router {
+/// The routes under `/v1`, behind the token and the body limit.
+pub(crate) fn router(state: &Shared) -> Router<Shared> {
     let mut paths: BTreeMap<String, MethodRouter<Shared>> = BTreeMap::new();
     for route in SPEC_ROUTES {
         let path = route.router_path();
@@ -125,29 +102,16 @@ pub(crate) fn router(state: Shared) -> Router {
         api = api.route(&path, methods);
     }
     let token: Arc<str> = Arc::from(state.config.token.as_str());
-    let api = api
-        .method_not_allowed_fallback(method_not_allowed)
+    api.method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
             token,
             crate::auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(state.config.body_limit));
-    let cors = cors(&state.config);
-    let router = Router::new()
-        .route("/openapi.json", get(crate::openapi::serve))
-        .route("/console", get(crate::console::redirect))
-        .route("/console/", get(crate::console::index))
-        .route("/console/{file}", get(crate::console::file))
-        .merge(api)
-        .fallback(no_route)
-        .with_state(state);
-    match cors {
-        Some(cors) => router.layer(cors),
-        None => router,
-    }
+        .layer(DefaultBodyLimit::max(state.config.body_limit))
 }
 
-fn cors(config: &ServerConfig) -> Option<CorsLayer> {
+/// Cross-origin access for the configured origins; none without any.
+pub(crate) fn cors(config: &ServerConfig) -> Option<CorsLayer> {
     let origins: Vec<HeaderValue> = config
         .cors_origins
         .iter()
@@ -224,7 +188,8 @@ fn not_built_catch_all(
     }
 }
 
-async fn no_route(uri: Uri) -> impl IntoResponse {
+/// `404` with the spec's body for a path no route answers.
+pub(crate) async fn no_route(uri: Uri) -> impl IntoResponse {
     ApiError::no_route(uri.path())
 }
 

@@ -6,13 +6,14 @@ use axum::Json;
 use axum::extract::{Path, State};
 use harness_tags::util::rfc3339;
 
+use super::is_built;
 use super::types::{
     CapabilitiesResponse, CapabilityManifest, DomainCapability, HarnessInfo, HarnessResponse,
     HealthCheck, HealthResponse, Page, Pagination,
 };
-use super::{Shared, is_built};
 use crate::error::{ApiError, ApiQuery, ErrorResponse};
 use crate::routes::SPEC_ROUTES;
+use crate::state::Shared;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -13,8 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::IntoParams;
 
-use super::Shared;
-use super::execution::{new_execution_id, wait_settled};
+use super::shared::{new_execution_id, thread, unsupported, wait_settled};
 use super::types::{
     ConnectedSession, CreateSessionRequest, ForkSessionRequest, ForkSessionResponse, Message,
     MessageToolCall, Page, Pagination, SendMessageRequest, SendMessageResponse, Session,
@@ -22,6 +21,7 @@ use super::types::{
 };
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
 use crate::host::ExecutionStatus;
+use crate::state::Shared;
 use crate::stream::{execution_stream, last_event_id};
 
 /// The store namespace of session states (`paused`, `ended`); `active` is not stored.
@@ -52,17 +52,6 @@ pub(crate) async fn session_view(
         created_at: rfc3339(thread.created_at),
         updated_at: rfc3339(thread.updated_at),
     })
-}
-
-/// The session's thread, or `404`.
-pub(crate) async fn thread(state: &Shared, session_id: &str) -> Result<ThreadRecord, ApiError> {
-    state
-        .host
-        .store()
-        .thread(session_id)
-        .await?
-        .filter(|thread| thread.resource_id == state.host.resource_id())
-        .ok_or_else(|| ApiError::not_found("session", session_id))
 }
 
 fn connect_url(state: &Shared, session_id: &str) -> String {
@@ -177,30 +166,6 @@ pub(crate) async fn create(
             connect_url,
         }),
     ))
-}
-
-/// Refuses what a session or an execution cannot be given here.
-pub(crate) fn unsupported(
-    agent_id: Option<&str>,
-    skills: Option<&[String]>,
-    system_prompt: Option<&str>,
-) -> Result<(), ApiError> {
-    if let Some(agent) = agent_id {
-        return Err(ApiError::not_found("agent", agent));
-    }
-    if skills.is_some_and(|skills| !skills.is_empty()) {
-        return Err(ApiError::invalid_field(
-            "skills",
-            "skills are not provided by this server",
-        ));
-    }
-    if system_prompt.is_some() {
-        return Err(ApiError::invalid_field(
-            "system_prompt",
-            "a system prompt per session is not supported; the harness's instructions apply",
-        ));
-    }
-    Ok(())
 }
 
 /// A session.
