@@ -115,6 +115,9 @@ pub struct ServeArgs {
     /// Seconds an approval or question waits for its user before the run goes on without one
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub input_timeout: u64,
+    /// Let hooks call http URLs of loopback addresses (otherwise only https)
+    #[arg(long)]
+    pub allow_loopback_callbacks: bool,
     /// The model, workspace and mode.
     #[command(flatten)]
     pub model: ModelArgs,

@@ -24,11 +24,12 @@ use harness_store::{LoggedEvent, Record, Store, ThreadRecord, WriteOp};
 use harness_tags::RunOutcome;
 use harness_tags::util::{lock, unix_ms};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::hooks::{HookEvent, Hooks};
 
 /// The store namespace of execution records (bound to their session's thread).
 pub(crate) const EXECUTIONS: &str = "harness-server.executions";
@@ -238,6 +239,7 @@ pub(crate) struct Host {
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Hosted>>>,
     live: Mutex<HashMap<String, Arc<Live>>>,
     resource_id: String,
+    hooks: Arc<Hooks>,
     me: Weak<Host>,
 }
 
@@ -255,6 +257,7 @@ impl Host {
         store: Arc<dyn Store>,
         factory: HarnessFactory,
         input_timeout: Duration,
+        hooks: Arc<Hooks>,
     ) -> Result<Arc<Host>, ApiError> {
         let probe = factory()
             .map_err(|error| {
@@ -272,6 +275,7 @@ impl Host {
             sessions: tokio::sync::Mutex::new(HashMap::new()),
             live: Mutex::new(HashMap::new()),
             resource_id,
+            hooks,
             me: me.clone(),
         }))
     }
@@ -280,22 +284,26 @@ impl Host {
         &self.store
     }
 
+    /// The hooks every session's harness calls.
+    pub(crate) fn hooks(&self) -> &Arc<Hooks> {
+        &self.hooks
+    }
+
     /// The resource the sessions' threads belong to.
     pub(crate) fn resource_id(&self) -> &str {
         &self.resource_id
     }
 
     async fn build(&self) -> Result<Harness, ApiError> {
-        let harness = (self.factory)()
+        let builder = (self.factory)()
             .map_err(|error| {
                 ApiError::unavailable(format!("the harness cannot be built: {error}"))
             })?
             .interactive(true)
-            .input_timeout(self.input_timeout)
-            .build()
-            .map_err(|error| {
-                ApiError::unavailable(format!("the harness cannot be built: {error}"))
-            })?;
+            .input_timeout(self.input_timeout);
+        let harness = self.hooks.guard(builder).build().map_err(|error| {
+            ApiError::unavailable(format!("the harness cannot be built: {error}"))
+        })?;
         harness.init().await?;
         Ok(harness)
     }
@@ -306,6 +314,7 @@ impl Host {
         tokio::spawn(work(
             harness.clone(),
             Arc::clone(&self.store),
+            Arc::clone(&self.hooks),
             queue,
             self.me.clone(),
             Arc::clone(&busy),
@@ -604,6 +613,7 @@ fn append(log_id: &str, last: u64, frames: &[Frame]) -> Result<WriteOp, ApiError
 async fn work(
     harness: Harness,
     store: Arc<dyn Store>,
+    hooks: Arc<Hooks>,
     mut jobs: mpsc::UnboundedReceiver<Arc<Live>>,
     host: Weak<Host>,
     busy: Arc<std::sync::atomic::AtomicUsize>,
@@ -624,6 +634,7 @@ async fn work(
         let mut run = Execution {
             live: &live,
             store: &*store,
+            hooks: &hooks,
             last_seq: 0,
             run_id: None,
             stream: ExecutionStream::new(harness.session().token_usage()),
@@ -643,6 +654,7 @@ async fn work(
 struct Execution<'a> {
     live: &'a Live,
     store: &'a dyn Store,
+    hooks: &'a Arc<Hooks>,
     last_seq: u64,
     run_id: Option<String>,
     stream: ExecutionStream,
@@ -794,6 +806,26 @@ impl Execution<'_> {
                 is_error,
             } => {
                 answered = self.answered(tool_call_id);
+                let record = self.live.record();
+                let name = record
+                    .tool_calls
+                    .iter()
+                    .rev()
+                    .find(|call| call.id == *tool_call_id)
+                    .map(|call| call.name.clone());
+                self.hooks.notify(
+                    HookEvent::PostTool,
+                    json!({
+                        "session_id": record.session_id,
+                        "execution_id": record.id,
+                        "tool": {
+                            "id": tool_call_id,
+                            "name": name,
+                            "success": !is_error,
+                            "output": { "text": result },
+                        },
+                    }),
+                );
                 self.live.update(|record| {
                     if let Some(call) = record
                         .tool_calls
@@ -943,6 +975,16 @@ impl Execution<'_> {
         self.store.write(ops).await?;
         self.last_seq += frames.len() as u64;
         self.live.bump();
+        let data = json!({
+            "session_id": record.session_id,
+            "execution_id": record.id,
+            "status": record.status,
+            "error": record.error,
+        });
+        if record.status == ExecutionStatus::Failed {
+            self.hooks.notify(HookEvent::Error, data.clone());
+        }
+        self.hooks.notify(HookEvent::Stop, data);
         Ok(())
     }
 }

@@ -45,6 +45,7 @@ mod api;
 mod auth;
 mod console;
 mod error;
+mod hooks;
 mod host;
 pub mod openapi;
 mod routes;
@@ -59,6 +60,7 @@ use harness_store::{Store, WriteOp};
 use harness_tags::util::unix_ms;
 
 pub use error::{ApiError, ErrorBody, ErrorResponse};
+pub use hooks::{Hook, HookEvent, HookHandler, sign};
 pub use host::{AwaitingInput, ExecutionStatus, HarnessFactory, ToolCallRecord};
 pub use routes::{SPEC_ROUTES, SpecRoute, Transport};
 
@@ -81,6 +83,11 @@ pub struct ServerConfig {
     pub body_limit: usize,
     /// A session's harness is dropped after this long without requests (default 10 minutes).
     pub idle_timeout: Duration,
+    /// Whether hooks may call `http` URLs of loopback addresses (default: only `https`).
+    pub loopback_callbacks: bool,
+    /// The delay before a failed hook delivery's first retry; each next one doubles it
+    /// (default 1 s; four attempts in all).
+    pub hook_retry_after: Duration,
 }
 
 impl ServerConfig {
@@ -94,6 +101,8 @@ impl ServerConfig {
             retention: Duration::from_secs(3600),
             body_limit: 1024 * 1024,
             idle_timeout: Duration::from_secs(600),
+            loopback_callbacks: false,
+            hook_retry_after: Duration::from_secs(1),
         }
     }
 }
@@ -132,7 +141,13 @@ impl Server {
                 "the token must not be empty".to_owned(),
             ));
         }
-        let host = host::Host::new(Arc::clone(&store), factory, config.input_timeout)
+        let hooks = hooks::Hooks::new(
+            Arc::clone(&store),
+            &config.harness_id,
+            config.loopback_callbacks,
+            config.hook_retry_after,
+        );
+        let host = host::Host::new(Arc::clone(&store), factory, config.input_timeout, hooks)
             .map_err(ServerError::Start)?;
         let state = Arc::new(state::State {
             config,

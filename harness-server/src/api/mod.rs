@@ -1,6 +1,7 @@
 //! The router: the spec's route table, each route answered by its handler or `501`.
 
 pub(crate) mod execution;
+pub(crate) mod hooks;
 pub(crate) mod registry;
 pub(crate) mod sessions;
 mod shared;
@@ -51,6 +52,11 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "execution.result" => on_method(method, execution::result),
         "execution.listToolCalls" => on_method(method, execution::tool_calls),
         "execution.sendInput" => on_method(method, execution::send_input),
+        "hooks.list" => on_method(method, hooks::list),
+        "hooks.register" => on_method(method, hooks::register),
+        "hooks.get" => on_method(method, hooks::get_hook),
+        "hooks.update" => on_method(method, hooks::update),
+        "hooks.unregister" => on_method(method, hooks::unregister),
         _ => return None,
     })
 }

@@ -4,6 +4,7 @@
 
 mod approvals;
 mod errors;
+mod hooks;
 mod openapi;
 mod resume;
 mod routes;

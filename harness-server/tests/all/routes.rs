@@ -14,13 +14,26 @@ fn answers() -> ScriptedModel {
         .cycling()
 }
 
+/// A hook that is never called (`custom`), to a URL no test reaches.
+fn never_called() -> Value {
+    json!({ "event": "custom", "handler": { "type": "webhook", "url": "https://hooks.example.com/x" } })
+}
+
+/// The ids a route's path takes.
+struct Ids {
+    session: String,
+    execution: String,
+    hook: String,
+}
+
 /// The route's path with real ids.
-fn path(route: &SpecRoute, session: &str, execution: &str) -> String {
+fn path(route: &SpecRoute, ids: &Ids) -> String {
     let mut path = format!("/v1{}", route.path);
     for (name, value) in [
         ("{harnessId}", "local"),
-        ("{sessionId}", session),
-        ("{executionId}", execution),
+        ("{sessionId}", ids.session.as_str()),
+        ("{executionId}", ids.execution.as_str()),
+        ("{hookId}", ids.hook.as_str()),
         ("{path}", "notes.txt"),
     ] {
         path = path.replace(name, value);
@@ -41,6 +54,7 @@ fn body(route: &SpecRoute, session: &str) -> Option<Value> {
         "sessions.sendMessage" | "sessions.sendMessageStream" => json!({ "content": "hi" }),
         "execution.run" | "execution.stream" => json!({ "message": "hi", "session_id": session }),
         "execution.sendInput" => json!({ "data": "yes" }),
+        "hooks.register" => never_called(),
         _ if route.method == "POST" || route.method == "PUT" || route.method == "PATCH" => {
             json!({})
         }
@@ -70,12 +84,17 @@ fn validator(document: &Value, route: &SpecRoute, status: u16) -> Option<jsonsch
     Some(jsonschema::validator_for(&root).unwrap())
 }
 
-async fn setup(served: &Served) -> (String, String) {
+async fn setup(served: &Served) -> Ids {
     let session = served.session().await;
     let execution = served.execute(&session, "hi").await;
     let seen = frames(served.attach(&execution, None).await, None).await;
     assert_eq!(seen.last().unwrap().event, "done");
-    (session, execution)
+    let hook = served.post("/hooks", never_called()).await;
+    Ids {
+        session,
+        execution,
+        hook: hook.body["hook"]["id"].as_str().unwrap().to_owned(),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,7 +104,12 @@ async fn every_route_needs_the_token() {
     let http = served.http().clone();
     assert_eq!(SPEC_ROUTES.len(), 115);
     for route in SPEC_ROUTES {
-        let url = format!("{}{}", served.base, path(route, "s", "e"));
+        let ids = Ids {
+            session: "s".into(),
+            execution: "e".into(),
+            hook: "h".into(),
+        };
+        let url = format!("{}{}", served.base, path(route, &ids));
         let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap();
         let refused = answer(http.request(method, &url).send().await.unwrap()).await;
         assert_eq!(refused.status, 401, "{} {url}", route.id);
@@ -112,13 +136,13 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
     let mut routes: Vec<&SpecRoute> = SPEC_ROUTES.iter().collect();
     routes.sort_by_key(|route| route.method == "DELETE" || route.id.ends_with(".cancel"));
     for route in routes {
-        let (session, execution) = setup(&served).await;
-        let url = format!("{}{}", served.base, path(route, &session, &execution));
+        let ids = setup(&served).await;
+        let url = format!("{}{}", served.base, path(route, &ids));
         let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap();
         let mut request = http
             .request(method, &url)
             .bearer_auth(crate::support::TOKEN);
-        if let Some(body) = body(route, &session) {
+        if let Some(body) = body(route, &ids.session) {
             request = request
                 .header("content-type", "application/json")
                 .body(body.to_string());
@@ -164,5 +188,5 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             );
         }
     }
-    assert_eq!(provided, 23);
+    assert_eq!(provided, 28);
 }
