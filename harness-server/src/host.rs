@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use utoipa::ToSchema;
 
+use crate::agents::{AgentRecord, Agents};
 use crate::error::ApiError;
 use crate::hooks::{HookEvent, Hooks};
 
@@ -240,6 +241,7 @@ pub(crate) struct Host {
     live: Mutex<HashMap<String, Arc<Live>>>,
     resource_id: String,
     hooks: Arc<Hooks>,
+    agents: Arc<Agents>,
     me: Weak<Host>,
 }
 
@@ -259,6 +261,7 @@ impl Host {
         input_timeout: Duration,
         hooks: Arc<Hooks>,
     ) -> Result<Arc<Host>, ApiError> {
+        let agents = Agents::new(Arc::clone(&store));
         let probe = factory()
             .map_err(|error| {
                 ApiError::unavailable(format!("the harness cannot be built: {error}"))
@@ -276,12 +279,18 @@ impl Host {
             live: Mutex::new(HashMap::new()),
             resource_id,
             hooks,
+            agents,
             me: me.clone(),
         }))
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The agents sessions may run as.
+    pub(crate) fn agents(&self) -> &Arc<Agents> {
+        &self.agents
     }
 
     /// The hooks every session's harness calls.
@@ -294,14 +303,20 @@ impl Host {
         &self.resource_id
     }
 
-    async fn build(&self) -> Result<Harness, ApiError> {
+    /// A session's harness: the factory's, with the hooks, run as `agent` if it has one.
+    async fn build(&self, agent: Option<String>) -> Result<Harness, ApiError> {
         let builder = (self.factory)()
             .map_err(|error| {
                 ApiError::unavailable(format!("the harness cannot be built: {error}"))
             })?
             .interactive(true)
             .input_timeout(self.input_timeout);
-        let harness = self.hooks.guard(builder).build().map_err(|error| {
+        let builder = self.hooks.guard(builder);
+        let builder = match agent {
+            Some(agent) => self.agents.apply(agent, builder),
+            None => builder,
+        };
+        let harness = builder.build().map_err(|error| {
             ApiError::unavailable(format!("the harness cannot be built: {error}"))
         })?;
         harness.init().await?;
@@ -331,9 +346,22 @@ impl Host {
     pub(crate) async fn create_session(
         &self,
         title: Option<String>,
+        agent: Option<&AgentRecord>,
     ) -> Result<ThreadRecord, ApiError> {
-        let harness = self.build().await?;
+        let harness = self.build(agent.map(|agent| agent.id.clone())).await?;
         let record = harness.create_thread(title).await?;
+        if let Some(agent) = agent {
+            self.agents.bind(&record.id, &agent.id).await?;
+            if let Some(model) = &agent.config.model {
+                let chosen = match harness.check_model(model) {
+                    Ok(()) => harness.switch_model(model).await,
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = chosen {
+                    tracing::warn!(agent = %agent.id, %error, "the agent's model cannot be used");
+                }
+            }
+        }
         let hosted = self.host(harness);
         self.sessions.lock().await.insert(record.id.clone(), hosted);
         Ok(record)
@@ -348,7 +376,8 @@ impl Host {
         if self.store.thread(source).await?.is_none() {
             return Err(ApiError::not_found("session", source));
         }
-        let harness = self.build().await?;
+        let agent = self.agents.bound(source).await?;
+        let harness = self.build(agent.clone()).await?;
         let record = harness
             .clone_thread(harness_core::harness::CloneOptions {
                 source_thread_id: Some(source.to_owned()),
@@ -356,6 +385,9 @@ impl Host {
                 resource_id: None,
             })
             .await?;
+        if let Some(agent) = agent {
+            self.agents.bind(&record.id, &agent).await?;
+        }
         let hosted = self.host(harness);
         self.sessions.lock().await.insert(record.id.clone(), hosted);
         Ok(record)
@@ -371,7 +403,8 @@ impl Host {
         if self.store.thread(session_id).await?.is_none() {
             return Err(ApiError::not_found("session", session_id));
         }
-        let harness = self.build().await?;
+        let agent = self.agents.bound(session_id).await?;
+        let harness = self.build(agent).await?;
         if let Err(error) = harness.switch_thread(session_id).await {
             harness.destroy().await;
             return Err(error.into());

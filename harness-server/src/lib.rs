@@ -41,6 +41,7 @@
 //! Every route under `/v1` needs `Authorization: Bearer <token>` (compared in constant time,
 //! never logged); `/openapi.json` is public.
 
+mod agents;
 mod api;
 mod auth;
 mod console;
@@ -59,6 +60,7 @@ use std::time::Duration;
 use harness_store::{Store, WriteOp};
 use harness_tags::util::unix_ms;
 
+pub use agents::{AgentConfig, ToolsAccess};
 pub use error::{ApiError, ErrorBody, ErrorResponse};
 pub use hooks::{Hook, HookEvent, HookHandler, sign};
 pub use host::{AwaitingInput, ExecutionStatus, HarnessFactory, ToolCallRecord};

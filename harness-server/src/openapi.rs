@@ -13,7 +13,7 @@ use utoipa::openapi::{ContentBuilder, Ref, Required, ResponseBuilder, ResponsesB
 
 use harness_protocol::open_harness::ExecutionEvent;
 
-use crate::api::{execution, hooks, is_built, registry, sessions};
+use crate::api::{agents, execution, hooks, is_built, registry, sessions};
 use crate::error::ErrorResponse;
 use crate::routes::SPEC_ROUTES;
 
@@ -48,6 +48,17 @@ server does not provide answer 501 with the spec's error body.",
         execution::result,
         execution::tool_calls,
         execution::send_input,
+        agents::list,
+        agents::create,
+        agents::get_agent,
+        agents::update,
+        agents::delete,
+        agents::memory,
+        agents::list_blocks,
+        agents::get_block,
+        agents::update_block,
+        agents::create_block,
+        agents::delete_block,
         hooks::list,
         hooks::register,
         hooks::get_hook,

@@ -10,7 +10,7 @@ use harness_tags::util::rfc3339;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::shared::{new_execution_id, thread, unsupported, wait_finished};
+use super::shared::{agent, new_execution_id, thread, unsupported, wait_finished};
 use super::types::{
     CancelResponse, ExecuteRequest, ExecuteResponse, Execution, ExecutionResponse, ExecutionResult,
     Page, Pagination, ResultResponse, SendInputRequest, SendInputResponse, ToolCallSummary,
@@ -42,11 +42,8 @@ fn view(state: &Shared, record: ExecutionRecord) -> Execution {
 /// Checks an execute request and starts it; the execution's id and session.
 async fn start(state: &Shared, request: ExecuteRequest) -> Result<(String, String), ApiError> {
     check_length("message", &request.message, MAX_MESSAGE)?;
-    unsupported(
-        request.agent_id.as_deref(),
-        request.skills.as_deref(),
-        request.system_prompt.as_deref(),
-    )?;
+    unsupported(request.skills.as_deref(), request.system_prompt.as_deref())?;
+    let agent = agent(state, request.agent_id.as_deref()).await?;
     if request.max_tokens.is_some() {
         return Err(ApiError::invalid_field(
             "max_tokens",
@@ -60,8 +57,24 @@ async fn start(state: &Shared, request: ExecuteRequest) -> Result<(String, Strin
         ));
     }
     let session_id = match &request.session_id {
-        Some(id) => thread(state, id).await?.id,
-        None => state.host.create_session(None).await?.id,
+        Some(id) => {
+            let session = thread(state, id).await?.id;
+            let bound = state.host.agents().bound(&session).await?;
+            if let Some(agent) = &agent
+                && bound.as_deref() != Some(agent.id.as_str())
+            {
+                return Err(ApiError::invalid_field(
+                    "agent_id",
+                    format!(
+                        "session `{session}` runs as {}, not `{}`",
+                        bound.map_or("no agent".to_owned(), |bound| format!("`{bound}`")),
+                        agent.id
+                    ),
+                ));
+            }
+            session
+        }
+        None => state.host.create_session(None, agent.as_ref()).await?.id,
     };
     if let Some(model) = &request.model {
         let harness = state.host.harness(&session_id).await?;
@@ -139,7 +152,7 @@ pub(crate) async fn execute_stream(
 pub(crate) struct ExecutionFilter {
     /// Only executions in this state.
     status: Option<ExecutionStatus>,
-    /// Executions of this agent (agents are not provided: none).
+    /// Executions of sessions that run as this agent.
     agent_id: Option<String>,
     /// *Extension*: executions of this session.
     session_id: Option<String>,
@@ -176,24 +189,29 @@ pub(crate) async fn list(
             "filtering by time is not supported; page with offset",
         ));
     }
-    let executions = if filter.agent_id.is_some() {
-        Vec::new()
-    } else {
-        state
-            .host
-            .executions()
-            .await?
-            .into_iter()
-            .filter(|record| filter.status.is_none_or(|status| record.status == status))
-            .filter(|record| {
-                filter
-                    .session_id
-                    .as_ref()
-                    .is_none_or(|session| *session == record.session_id)
-            })
-            .map(|record| view(&state, record))
-            .collect()
-    };
+    let mut executions = Vec::new();
+    for record in state.host.executions().await? {
+        if filter.status.is_some_and(|status| record.status != status)
+            || filter
+                .session_id
+                .as_ref()
+                .is_some_and(|session| *session != record.session_id)
+        {
+            continue;
+        }
+        if let Some(agent) = &filter.agent_id
+            && state
+                .host
+                .agents()
+                .bound(&record.session_id)
+                .await?
+                .as_ref()
+                != Some(agent)
+        {
+            continue;
+        }
+        executions.push(view(&state, record));
+    }
     Ok(Json(Page::of(executions, page)))
 }
 

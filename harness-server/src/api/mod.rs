@@ -1,5 +1,6 @@
 //! The router: the spec's route table, each route answered by its handler or `501`.
 
+pub(crate) mod agents;
 pub(crate) mod execution;
 pub(crate) mod hooks;
 pub(crate) mod registry;
@@ -52,6 +53,17 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "execution.result" => on_method(method, execution::result),
         "execution.listToolCalls" => on_method(method, execution::tool_calls),
         "execution.sendInput" => on_method(method, execution::send_input),
+        "agents.list" => on_method(method, agents::list),
+        "agents.create" => on_method(method, agents::create),
+        "agents.get" => on_method(method, agents::get_agent),
+        "agents.update" => on_method(method, agents::update),
+        "agents.delete" => on_method(method, agents::delete),
+        "memory.get" => on_method(method, agents::memory),
+        "memory.listBlocks" => on_method(method, agents::list_blocks),
+        "memory.getBlock" => on_method(method, agents::get_block),
+        "memory.updateBlock" => on_method(method, agents::update_block),
+        "memory.createBlock" => on_method(method, agents::create_block),
+        "memory.deleteBlock" => on_method(method, agents::delete_block),
         "hooks.list" => on_method(method, hooks::list),
         "hooks.register" => on_method(method, hooks::register),
         "hooks.get" => on_method(method, hooks::get_hook),

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::IntoParams;
 
-use super::shared::{new_execution_id, thread, unsupported, wait_settled};
+use super::shared::{agent, new_execution_id, thread, unsupported, wait_settled};
 use super::types::{
     ConnectedSession, CreateSessionRequest, ForkSessionRequest, ForkSessionResponse, Message,
     MessageToolCall, Page, Pagination, SendMessageRequest, SendMessageResponse, Session,
@@ -84,7 +84,7 @@ async fn set_state(state: &Shared, session_id: &str, status: SessionState) -> Re
 pub(crate) struct SessionFilter {
     /// Only sessions in this state.
     status: Option<SessionState>,
-    /// Sessions of this agent (agents are not provided: none).
+    /// Sessions that run as this agent.
     agent_id: Option<String>,
     /// 1-100 (default 20).
     #[param(minimum = 1, maximum = 100)]
@@ -120,16 +120,19 @@ pub(crate) async fn list(
     });
     threads.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id)));
     let mut sessions = Vec::new();
-    if filter.agent_id.is_none() {
-        for thread in &threads {
-            let session = session_view(&state, thread).await?;
-            if filter
-                .status
-                .as_ref()
-                .is_none_or(|status| *status == session.status)
-            {
-                sessions.push(session);
-            }
+    for thread in &threads {
+        if let Some(agent) = &filter.agent_id
+            && state.host.agents().bound(&thread.id).await?.as_ref() != Some(agent)
+        {
+            continue;
+        }
+        let session = session_view(&state, thread).await?;
+        if filter
+            .status
+            .as_ref()
+            .is_none_or(|status| *status == session.status)
+        {
+            sessions.push(session);
         }
     }
     Ok(Json(Page::of(sessions, page)))
@@ -151,12 +154,12 @@ pub(crate) async fn create(
     if let Some(name) = &request.name {
         check_length("name", name, 100)?;
     }
-    unsupported(
-        request.agent_id.as_deref(),
-        request.skills.as_deref(),
-        request.system_prompt.as_deref(),
-    )?;
-    let thread = state.host.create_session(request.name).await?;
+    unsupported(request.skills.as_deref(), request.system_prompt.as_deref())?;
+    let agent = agent(&state, request.agent_id.as_deref()).await?;
+    let thread = state
+        .host
+        .create_session(request.name, agent.as_ref())
+        .await?;
     let session = session_view(&state, &thread).await?;
     let connect_url = connect_url(&state, &thread.id);
     Ok((

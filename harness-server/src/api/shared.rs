@@ -2,6 +2,7 @@
 
 use harness_store::ThreadRecord;
 
+use crate::agents::AgentRecord;
 use crate::error::ApiError;
 use crate::host::{ExecutionRecord, Live};
 use crate::state::Shared;
@@ -19,13 +20,9 @@ pub(crate) async fn thread(state: &Shared, session_id: &str) -> Result<ThreadRec
 
 /// Refuses what a session or an execution cannot be given here.
 pub(crate) fn unsupported(
-    agent_id: Option<&str>,
     skills: Option<&[String]>,
     system_prompt: Option<&str>,
 ) -> Result<(), ApiError> {
-    if let Some(agent) = agent_id {
-        return Err(ApiError::not_found("agent", agent));
-    }
     if skills.is_some_and(|skills| !skills.is_empty()) {
         return Err(ApiError::invalid_field(
             "skills",
@@ -39,6 +36,17 @@ pub(crate) fn unsupported(
         ));
     }
     Ok(())
+}
+
+/// The agent named by `agent_id`, or `404`.
+pub(crate) async fn agent(
+    state: &Shared,
+    agent_id: Option<&str>,
+) -> Result<Option<AgentRecord>, ApiError> {
+    match agent_id {
+        Some(id) => Ok(Some(state.host.agents().get(id).await?)),
+        None => Ok(None),
+    }
 }
 
 /// A new execution id.

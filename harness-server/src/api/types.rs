@@ -141,7 +141,7 @@ pub(crate) struct CreateSessionRequest {
     /// 1-100 characters.
     #[schema(min_length = 1, max_length = 100)]
     pub(crate) name: Option<String>,
-    /// Agents are not provided: any id is unknown (`404`).
+    /// The agent the session runs as (`404` if unknown).
     pub(crate) agent_id: Option<String>,
     /// Skills are not provided: only an empty list.
     #[schema(max_items = 0)]
@@ -238,7 +238,8 @@ pub(crate) struct ExecuteRequest {
     /// 1-100000 characters.
     #[schema(min_length = 1, max_length = 100000)]
     pub(crate) message: String,
-    /// Agents are not provided: any id is unknown (`404`).
+    /// The agent to run as: a new session runs as it; a given session must already (`404`
+    /// if unknown, `400` if the session runs as another).
     #[serde(default)]
     pub(crate) agent_id: Option<String>,
     /// Skills are not provided: only an empty list.

@@ -24,6 +24,7 @@ struct Ids {
     session: String,
     execution: String,
     hook: String,
+    agent: String,
 }
 
 /// The route's path with real ids.
@@ -34,6 +35,8 @@ fn path(route: &SpecRoute, ids: &Ids) -> String {
         ("{sessionId}", ids.session.as_str()),
         ("{executionId}", ids.execution.as_str()),
         ("{hookId}", ids.hook.as_str()),
+        ("{agentId}", ids.agent.as_str()),
+        ("{label}", "notes"),
         ("{path}", "notes.txt"),
     ] {
         path = path.replace(name, value);
@@ -55,6 +58,10 @@ fn body(route: &SpecRoute, session: &str) -> Option<Value> {
         "execution.run" | "execution.stream" => json!({ "message": "hi", "session_id": session }),
         "execution.sendInput" => json!({ "data": "yes" }),
         "hooks.register" => never_called(),
+        "agents.create" => json!({ "name": "routes" }),
+        "agents.update" => json!({ "description": "changed" }),
+        "memory.createBlock" => json!({ "label": "more", "value": "v" }),
+        "memory.updateBlock" => json!({ "value": "changed" }),
         _ if route.method == "POST" || route.method == "PUT" || route.method == "PATCH" => {
             json!({})
         }
@@ -90,10 +97,19 @@ async fn setup(served: &Served) -> Ids {
     let seen = frames(served.attach(&execution, None).await, None).await;
     assert_eq!(seen.last().unwrap().event, "done");
     let hook = served.post("/hooks", never_called()).await;
+    let agent = served.post("/agents", json!({ "name": "routes" })).await;
+    let agent = agent.body["agent"]["id"].as_str().unwrap().to_owned();
+    served
+        .post(
+            &format!("/agents/{agent}/memory/blocks"),
+            json!({ "label": "notes", "value": "v" }),
+        )
+        .await;
     Ids {
         session,
         execution,
         hook: hook.body["hook"]["id"].as_str().unwrap().to_owned(),
+        agent,
     }
 }
 
@@ -108,6 +124,7 @@ async fn every_route_needs_the_token() {
             session: "s".into(),
             execution: "e".into(),
             hook: "h".into(),
+            agent: "a".into(),
         };
         let url = format!("{}{}", served.base, path(route, &ids));
         let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap();
@@ -188,5 +205,5 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             );
         }
     }
-    assert_eq!(provided, 28);
+    assert_eq!(provided, 39);
 }
