@@ -21,8 +21,8 @@ use harness_events::SeqOrder;
 use harness_protocol::open_harness::{ExecutionEvent, ExecutionStream, UsageStats};
 use harness_protocol::{EventEnvelope, HarnessEvent};
 use harness_store::{LoggedEvent, Record, Store, ThreadRecord, WriteOp};
-use harness_tags::RunOutcome;
 use harness_tags::util::{lock, unix_ms};
+use harness_tags::{RunOutcome, ToolSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
@@ -31,6 +31,7 @@ use utoipa::ToSchema;
 use crate::agents::{AgentRecord, Agents};
 use crate::error::ApiError;
 use crate::hooks::{HookEvent, Hooks};
+use crate::tools::{CustomToolSource, CustomTools};
 
 /// The store namespace of execution records (bound to their session's thread).
 pub(crate) const EXECUTIONS: &str = "harness-server.executions";
@@ -242,6 +243,9 @@ pub(crate) struct Host {
     resource_id: String,
     hooks: Arc<Hooks>,
     agents: Arc<Agents>,
+    custom_tools: Arc<CustomTools>,
+    /// The tools the factory's harness offers in its default mode.
+    builtin_tools: Arc<[ToolSpec]>,
     me: Weak<Host>,
 }
 
@@ -262,6 +266,7 @@ impl Host {
         hooks: Arc<Hooks>,
     ) -> Result<Arc<Host>, ApiError> {
         let agents = Agents::new(Arc::clone(&store));
+        let custom_tools = CustomTools::new(Arc::clone(&store));
         let probe = factory()
             .map_err(|error| {
                 ApiError::unavailable(format!("the harness cannot be built: {error}"))
@@ -271,6 +276,9 @@ impl Host {
                 ApiError::unavailable(format!("the harness cannot be built: {error}"))
             })?;
         let resource_id = probe.session().resource_id();
+        let builtin_tools = probe
+            .tool_specs(&probe.session().mode_id())
+            .unwrap_or_else(|| Arc::from(Vec::new()));
         Ok(Arc::new_cyclic(|me| Host {
             store,
             factory,
@@ -280,12 +288,24 @@ impl Host {
             resource_id,
             hooks,
             agents,
+            custom_tools,
+            builtin_tools,
             me: me.clone(),
         }))
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// The tools registered at runtime.
+    pub(crate) fn custom_tools(&self) -> &Arc<CustomTools> {
+        &self.custom_tools
+    }
+
+    /// The tools the factory's harness offers of its own, in its default mode.
+    pub(crate) fn builtin_tools(&self) -> &Arc<[ToolSpec]> {
+        &self.builtin_tools
     }
 
     /// The agents sessions may run as.
@@ -311,7 +331,10 @@ impl Host {
             })?
             .interactive(true)
             .input_timeout(self.input_timeout);
-        let builder = self.hooks.guard(builder);
+        let builder = self
+            .hooks
+            .guard(builder)
+            .tool_source(Arc::new(CustomToolSource(Arc::clone(&self.custom_tools))));
         let builder = match agent {
             Some(agent) => self.agents.apply(agent, builder),
             None => builder,

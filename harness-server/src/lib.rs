@@ -52,6 +52,7 @@ pub mod openapi;
 mod routes;
 mod state;
 mod stream;
+mod tools;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -65,6 +66,7 @@ pub use error::{ApiError, ErrorBody, ErrorResponse};
 pub use hooks::{Hook, HookEvent, HookHandler, sign};
 pub use host::{AwaitingInput, ExecutionStatus, HarnessFactory, ToolCallRecord};
 pub use routes::{SPEC_ROUTES, SpecRoute, Transport};
+pub use tools::ToolHandler;
 
 /// How the server runs.
 #[derive(Clone, Debug)]

@@ -224,6 +224,14 @@ impl Harness {
         &self.inner.store
     }
 
+    /// The tools a mode offers of its own (built-in, the mode's and the harness's; not those of
+    /// tool sources such as MCP servers, which are listed when a run starts): `None` for a mode
+    /// that does not exist.
+    pub fn tool_specs(&self, mode_id: &str) -> Option<Arc<[harness_tags::ToolSpec]>> {
+        let kernels = self.inner.kernels.get(mode_id)?;
+        Some(Arc::clone(kernels.main.tools().specs()))
+    }
+
     /// A tool's permission category, from the configured resolver, else the tool's own.
     pub fn tool_category(&self, tool_name: &str) -> Option<ToolCategory> {
         self.inner.category(tool_name)

@@ -211,6 +211,16 @@ async fn each_mode_remembers_its_own_model_in_the_thread() {
     assert!(matches!(error, HarnessError::ModelId(_)), "{error}");
 }
 
+#[test]
+fn tool_specs_lists_a_modes_own_tools() {
+    let harness = two_modes().build().unwrap();
+    let specs = harness.tool_specs("build").unwrap();
+    let names: Vec<&str> = specs.iter().map(|spec| spec.name.as_str()).collect();
+    assert!(names.contains(&"task_write"), "{names:?}");
+    assert!(names.contains(&"ask_user"), "{names:?}");
+    assert!(harness.tool_specs("review").is_none());
+}
+
 #[tokio::test]
 async fn check_model_asks_the_resolver_without_switching() {
     let harness = Harness::builder("coder")

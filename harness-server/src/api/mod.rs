@@ -6,6 +6,7 @@ pub(crate) mod hooks;
 pub(crate) mod registry;
 pub(crate) mod sessions;
 mod shared;
+pub(crate) mod tools;
 pub(crate) mod types;
 
 use std::collections::BTreeMap;
@@ -64,6 +65,10 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "memory.updateBlock" => on_method(method, agents::update_block),
         "memory.createBlock" => on_method(method, agents::create_block),
         "memory.deleteBlock" => on_method(method, agents::delete_block),
+        "tools.list" => on_method(method, tools::list),
+        "tools.get" => on_method(method, tools::get_tool),
+        "tools.register" => on_method(method, tools::register),
+        "tools.unregister" => on_method(method, tools::unregister),
         "hooks.list" => on_method(method, hooks::list),
         "hooks.register" => on_method(method, hooks::register),
         "hooks.get" => on_method(method, hooks::get_hook),

@@ -11,3 +11,4 @@ mod resume;
 mod routes;
 mod sessions;
 mod support;
+mod tools;

@@ -19,12 +19,23 @@ fn never_called() -> Value {
     json!({ "event": "custom", "handler": { "type": "webhook", "url": "https://hooks.example.com/x" } })
 }
 
+/// A custom tool the model never calls, to a URL no test reaches.
+fn never_run() -> Value {
+    json!({
+        "name": format!("tool_{}", harness_core::harness::default_id()),
+        "description": "never run",
+        "input_schema": { "type": "object" },
+        "handler": { "type": "webhook", "url": "https://tools.example.com/x" }
+    })
+}
+
 /// The ids a route's path takes.
 struct Ids {
     session: String,
     execution: String,
     hook: String,
     agent: String,
+    tool: String,
 }
 
 /// The route's path with real ids.
@@ -36,6 +47,7 @@ fn path(route: &SpecRoute, ids: &Ids) -> String {
         ("{executionId}", ids.execution.as_str()),
         ("{hookId}", ids.hook.as_str()),
         ("{agentId}", ids.agent.as_str()),
+        ("{toolId}", ids.tool.as_str()),
         ("{label}", "notes"),
         ("{path}", "notes.txt"),
     ] {
@@ -59,6 +71,7 @@ fn body(route: &SpecRoute, session: &str) -> Option<Value> {
         "execution.sendInput" => json!({ "data": "yes" }),
         "hooks.register" => never_called(),
         "agents.create" => json!({ "name": "routes" }),
+        "tools.register" => never_run(),
         "agents.update" => json!({ "description": "changed" }),
         "memory.createBlock" => json!({ "label": "more", "value": "v" }),
         "memory.updateBlock" => json!({ "value": "changed" }),
@@ -105,11 +118,13 @@ async fn setup(served: &Served) -> Ids {
             json!({ "label": "notes", "value": "v" }),
         )
         .await;
+    let tool = served.post("/tools", never_run()).await;
     Ids {
         session,
         execution,
         hook: hook.body["hook"]["id"].as_str().unwrap().to_owned(),
         agent,
+        tool: tool.body["tool"]["id"].as_str().unwrap().to_owned(),
     }
 }
 
@@ -125,6 +140,7 @@ async fn every_route_needs_the_token() {
             execution: "e".into(),
             hook: "h".into(),
             agent: "a".into(),
+            tool: "t".into(),
         };
         let url = format!("{}{}", served.base, path(route, &ids));
         let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap();
@@ -205,5 +221,5 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             );
         }
     }
-    assert_eq!(provided, 39);
+    assert_eq!(provided, 43);
 }

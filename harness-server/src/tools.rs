@@ -1,0 +1,241 @@
+//! Custom tools registered at runtime: each calls a webhook with the model's arguments.
+//!
+//! They reach every session's harness through one [`ToolSource`]: the kernel asks it for its
+//! tools before each step, and it answers from the store when a registration changed (in this
+//! process) and with the same list otherwise. A call `POST`s `{"id", "tool", "input",
+//! "session_id"}`, signed like hook deliveries (`X-OpenHarness-Signature` with the tool's
+//! secret); a `2xx` answer is the result (its `output` field if it has one, else the whole
+//! body), anything else fails the call with the answer's status.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use harness_core::tool::{
+    Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSource, ToolSourceCtx,
+};
+use harness_store::{Store, WriteOp};
+use harness_tags::util::lock;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::hooks::sign;
+
+const TOOLS: &str = "harness-server.tools";
+
+/// What a custom tool calls: a webhook (`command` handlers are not provided).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ToolHandler {
+    /// `POST`s each call to `url`.
+    Webhook {
+        /// `https`, or `http` to a loopback address when the server allows it.
+        url: String,
+    },
+}
+
+/// A custom tool as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CustomTool {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) input_schema: Value,
+    pub(crate) handler: ToolHandler,
+    pub(crate) secret: String,
+}
+
+/// The custom tools, and the source that offers them to every session's harness.
+pub(crate) struct CustomTools {
+    store: Arc<dyn Store>,
+    http: reqwest::Client,
+    /// Bumped by every registration change, to rebuild the offered list.
+    generation: AtomicU64,
+    offered: Mutex<Option<(u64, Arc<ToolRegistry>)>>,
+}
+
+impl std::fmt::Debug for CustomTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CustomTools").finish_non_exhaustive()
+    }
+}
+
+impl CustomTools {
+    pub(crate) fn new(store: Arc<dyn Store>) -> Arc<CustomTools> {
+        harness_core::model::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Arc::new(CustomTools {
+            store,
+            http,
+            generation: AtomicU64::new(1),
+            offered: Mutex::new(None),
+        })
+    }
+
+    /// Every custom tool, by name.
+    pub(crate) async fn all(&self) -> Result<Vec<CustomTool>, ApiError> {
+        self.store
+            .records(TOOLS, "")
+            .await?
+            .into_iter()
+            .map(|record| {
+                serde_json::from_value(record.value).map_err(|error| {
+                    ApiError::internal(format!("tool `{}` is corrupt: {error}", record.key))
+                })
+            })
+            .collect()
+    }
+
+    /// A custom tool, if there is one by that name.
+    pub(crate) async fn get(&self, name: &str) -> Result<Option<CustomTool>, ApiError> {
+        match self.store.record(TOOLS, name).await? {
+            Some(record) => serde_json::from_value(record.value)
+                .map(Some)
+                .map_err(|error| ApiError::internal(format!("tool `{name}` is corrupt: {error}"))),
+            None => Ok(None),
+        }
+    }
+
+    /// Registers a tool; sessions offer it from their next step.
+    pub(crate) async fn put(&self, tool: &CustomTool) -> Result<(), ApiError> {
+        let value = serde_json::to_value(tool)
+            .map_err(|error| ApiError::internal(format!("a tool did not serialize: {error}")))?;
+        self.store
+            .write(vec![WriteOp::PutRecord {
+                namespace: TOOLS.to_owned(),
+                key: tool.name.clone(),
+                thread_id: None,
+                value,
+            }])
+            .await?;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Unregisters a tool; sessions stop offering it from their next step.
+    pub(crate) async fn delete(&self, name: &str) -> Result<(), ApiError> {
+        self.store
+            .write(vec![WriteOp::DeleteRecord {
+                namespace: TOOLS.to_owned(),
+                key: name.to_owned(),
+            }])
+            .await?;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    async fn registry(&self) -> Arc<ToolRegistry> {
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some((built, registry)) = lock(&self.offered).as_ref()
+            && *built == generation
+        {
+            return Arc::clone(registry);
+        }
+        let mut registry = ToolRegistry::new();
+        match self.all().await {
+            Ok(tools) => {
+                for tool in tools {
+                    let name = tool.name.clone();
+                    let webhook = WebhookTool {
+                        tool,
+                        http: self.http.clone(),
+                    };
+                    if let Err(error) = registry.register(webhook) {
+                        tracing::warn!(tool = %name, %error, "a custom tool was not offered");
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(error = error.message(), "reading custom tools failed"),
+        }
+        let registry = Arc::new(registry);
+        *lock(&self.offered) = Some((generation, Arc::clone(&registry)));
+        registry
+    }
+}
+
+/// The source every session's harness asks.
+#[derive(Debug)]
+pub(crate) struct CustomToolSource(pub(crate) Arc<CustomTools>);
+
+#[async_trait]
+impl ToolSource for CustomToolSource {
+    fn name(&self) -> &str {
+        "custom tools"
+    }
+
+    async fn tools(&self, _: ToolSourceCtx<'_>) -> Arc<ToolRegistry> {
+        self.0.registry().await
+    }
+}
+
+/// One custom tool: a webhook call.
+struct WebhookTool {
+    tool: CustomTool,
+    http: reqwest::Client,
+}
+
+#[async_trait]
+impl Tool for WebhookTool {
+    fn name(&self) -> &str {
+        &self.tool.name
+    }
+
+    fn description(&self) -> &str {
+        &self.tool.description
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.tool.input_schema
+    }
+
+    async fn execute(&self, input: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let ToolHandler::Webhook { url } = &self.tool.handler;
+        let body = json!({
+            "id": ctx.call_id,
+            "tool": self.tool.name,
+            "input": input,
+            "session_id": ctx.thread_id.as_deref(),
+        })
+        .to_string();
+        let signature = sign(&self.tool.secret, body.as_bytes());
+        let sent = self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .header("x-openharness-signature", signature)
+            .body(body)
+            .send();
+        let response = tokio::select! {
+            response = sent => response,
+            () = ctx.abort.cancelled() => return Err(ToolError::new("the call was aborted")),
+        }
+        .map_err(|error| ToolError::new(format!("the tool's webhook failed: {error}")))?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|error| ToolError::new(format!("the tool's answer was cut: {error}")))?;
+        if !status.is_success() {
+            return Err(ToolError::new(format!(
+                "the tool's webhook answered {status}: {text}"
+            )));
+        }
+        let output = match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(mut answer)) if answer.contains_key("output") => {
+                match answer.remove("output") {
+                    Some(Value::String(text)) => text,
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                }
+            }
+            _ => text,
+        };
+        Ok(ToolOutput::from(output))
+    }
+}
