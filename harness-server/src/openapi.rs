@@ -13,7 +13,7 @@ use utoipa::openapi::{ContentBuilder, Ref, Required, ResponseBuilder, ResponsesB
 
 use harness_protocol::open_harness::ExecutionEvent;
 
-use crate::api::{agents, execution, hooks, is_built, registry, sessions, tools};
+use crate::api::{agents, execution, hooks, is_built, planning, registry, sessions, tools};
 use crate::error::ErrorResponse;
 use crate::routes::SPEC_ROUTES;
 
@@ -59,6 +59,8 @@ server does not provide answer 501 with the spec's error body.",
         agents::update_block,
         agents::create_block,
         agents::delete_block,
+        planning::plan,
+        planning::list_tasks,
         tools::list,
         tools::get_tool,
         tools::register,

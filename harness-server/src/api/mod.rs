@@ -3,6 +3,7 @@
 pub(crate) mod agents;
 pub(crate) mod execution;
 pub(crate) mod hooks;
+pub(crate) mod planning;
 pub(crate) mod registry;
 pub(crate) mod sessions;
 mod shared;
@@ -69,6 +70,8 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "tools.get" => on_method(method, tools::get_tool),
         "tools.register" => on_method(method, tools::register),
         "tools.unregister" => on_method(method, tools::unregister),
+        "planning.get" => on_method(method, planning::plan),
+        "planning.listTasks" => on_method(method, planning::list_tasks),
         "hooks.list" => on_method(method, hooks::list),
         "hooks.register" => on_method(method, hooks::register),
         "hooks.get" => on_method(method, hooks::get_hook),

@@ -237,3 +237,41 @@ async fn an_idle_session_is_dropped_and_loads_again_from_the_store() {
     let history = served.get(&format!("/sessions/{session}/history")).await;
     assert_eq!(history.body["total"], 6);
 }
+
+fn plans() -> ScriptedModel {
+    ScriptedModel::new("scripted/test")
+        .then(Scripted::tool_call(
+            "task_write",
+            json!({ "tasks": [
+                { "content": "Read the code", "status": "completed" },
+                { "content": "Fix the bug", "status": "in_progress" }
+            ] }),
+        ))
+        .then(Scripted::text("working on it"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executions_plan_is_its_sessions_task_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve(&dir.path().join("h.db"), plans).await;
+    let session = served.session().await;
+    let execution = served.execute(&session, "fix it").await;
+    let seen = frames(served.attach(&execution, None).await, None).await;
+    let progress = seen.iter().find(|frame| frame.event == "progress").unwrap();
+    assert_eq!(progress.data["total_steps"], 2);
+    let plan = served.get(&format!("/executions/{execution}/plan")).await;
+    assert_eq!(plan.status, 200, "{:?}", plan.body);
+    let tasks = plan.body["plan"]["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["content"], "Read the code");
+    assert_eq!(tasks[0]["status"], "completed");
+    assert_eq!(tasks[1]["status"], "in_progress");
+    assert_eq!(tasks[1]["order"], 1);
+    let open = served
+        .get(&format!(
+            "/executions/{execution}/plan/tasks?status=in_progress"
+        ))
+        .await;
+    assert_eq!(open.body["tasks"].as_array().unwrap().len(), 1);
+    assert_eq!(served.get("/executions/nope/plan").await.status, 404);
+}
