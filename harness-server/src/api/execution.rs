@@ -337,7 +337,7 @@ pub(crate) async fn tool_calls(
     state.check_harness(&harness_id)?;
     let record = state.host.execution(&execution_id).await?;
     Ok(Json(ToolCallsResponse {
-        tool_calls: record.tool_calls,
+        tool_calls: record.tool_calls.into_iter().map(Into::into).collect(),
     }))
 }
 

@@ -381,7 +381,54 @@ pub(crate) struct ResultResponse {
 /// `{ tool_calls }`.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub(crate) struct ToolCallsResponse {
-    pub(crate) tool_calls: Vec<ToolCallRecord>,
+    pub(crate) tool_calls: Vec<DetailedToolCall>,
+}
+
+/// A tool call of an execution, as the spec shows it.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub(crate) struct DetailedToolCall {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    #[schema(value_type = Object)]
+    pub(crate) input: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub(crate) output: Option<Value>,
+    /// `running`, `completed` or `failed`.
+    pub(crate) status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error: Option<String>,
+    pub(crate) started_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) completed_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) duration_ms: Option<i64>,
+}
+
+impl From<ToolCallRecord> for DetailedToolCall {
+    fn from(call: ToolCallRecord) -> Self {
+        let error = (call.status == "failed")
+            .then(|| {
+                call.output
+                    .as_ref()
+                    .and_then(|output| output["text"].as_str())
+                    .map(str::to_owned)
+            })
+            .flatten();
+        DetailedToolCall {
+            id: call.id,
+            name: call.name,
+            input: call.input,
+            output: call.output,
+            status: call.status,
+            error,
+            started_at: harness_tags::util::rfc3339(call.started_at),
+            completed_at: call.completed_at.map(harness_tags::util::rfc3339),
+            duration_ms: call
+                .completed_at
+                .map(|end| end.saturating_sub(call.started_at)),
+        }
+    }
 }
 
 /// Answers what the execution waits for.

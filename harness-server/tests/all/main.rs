@@ -10,5 +10,6 @@ mod openapi;
 mod resume;
 mod routes;
 mod sessions;
+mod spec_types;
 mod support;
 mod tools;

@@ -1,6 +1,7 @@
 //! From the router's own route table: every route is `401` without a token; with one, every
 //! spec route answers (never `404` or `405`): the routes provided with a body valid against
-//! the served OpenAPI document, the others `501` with the spec's error body.
+//! the spec's type (transcribed in `spec_types.rs`) and the served OpenAPI document, the others
+//! `501` with the spec's error body.
 
 use harness_core::model::{Scripted, ScriptedModel};
 use harness_server::{SPEC_ROUTES, SpecRoute, Transport};
@@ -8,8 +9,10 @@ use serde_json::{Value, json};
 
 use crate::support::{Served, answer, frames, serve};
 
+/// A tool call, then an answer: every listing has something in it.
 fn answers() -> ScriptedModel {
     ScriptedModel::new("scripted/test")
+        .then(Scripted::tool_call("echo", json!({ "text": "x" })))
         .then(Scripted::text("ok"))
         .cycling()
 }
@@ -207,6 +210,33 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
                 route.id,
                 answered.body
             );
+        }
+        // Against the spec's own types, transcribed apart from the server's document.
+        let spec_type = if (200..300).contains(&status) {
+            crate::spec_types::response(route.id)
+        } else {
+            Some(crate::spec_types::error())
+        };
+        match spec_type {
+            Some(schema) => {
+                let validator = jsonschema::validator_for(&schema).unwrap();
+                let problems: Vec<String> = validator
+                    .iter_errors(&answered.body)
+                    .map(|error| format!("{error} at {}", error.instance_path()))
+                    .collect();
+                assert!(
+                    problems.is_empty(),
+                    "{} is not the spec's type: {problems:?} in {}",
+                    route.id,
+                    answered.body
+                );
+            }
+            None => assert!(
+                answered.body.is_null(),
+                "{}: no spec type for a body: {}",
+                route.id,
+                answered.body
+            ),
         }
         if let Some(validator) = validator(&document, route, status) {
             let problems: Vec<String> = validator
