@@ -57,7 +57,11 @@ pub struct AgentConfig {
     #[schema(max_length = 100000)]
     pub system_prompt: Option<String>,
     /// Which tools it may use.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::error::object_only"
+    )]
     pub tools_access: Option<ToolsAccess>,
 }
 

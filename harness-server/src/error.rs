@@ -82,6 +82,13 @@ impl ApiError {
             .with_details(serde_json::json!({ "field": field }))
     }
 
+    /// `422`: a field well formed as the document describes it that still cannot be used (a
+    /// JSON Schema that does not compile, a session bound to another agent).
+    pub fn unprocessable(field: &str, message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "UNPROCESSABLE", message)
+            .with_details(serde_json::json!({ "field": field }))
+    }
+
     /// `422`: a well-formed answer that does not fit what waits for it (the waiting tool's
     /// own schema, which the document cannot know).
     pub fn unfit_answer(message: impl Into<String>) -> Self {
@@ -268,6 +275,25 @@ fn json_rejection(rejection: &JsonRejection) -> ApiError {
             "the body is over the server's limit",
         ),
         _ => ApiError::bad_request("INVALID_REQUEST", text),
+    }
+}
+
+/// Deserializes an optional object field, refusing an array (which serde would read as the
+/// struct's fields in order): `#[serde(default, deserialize_with = "object_only")]`.
+pub(crate) fn object_only<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    let value = <Option<Value> as serde::Deserialize>::deserialize(deserializer)?;
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(value @ Value::Object(_)) => serde_json::from_value(value)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+        Some(other) => Err(serde::de::Error::custom(format!(
+            "expected an object, not {other}"
+        ))),
     }
 }
 

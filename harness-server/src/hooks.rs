@@ -68,11 +68,13 @@ impl HookEvent {
 /// What a hook calls: a webhook (`command` handlers are not provided: a command run on the
 /// server's machine by anyone holding the token is more than an API should hand out).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum HookHandler {
     /// `POST`s every delivery to `url`.
     Webhook {
-        /// `https`, or `http` to a loopback address when the server allows it.
+        /// `https` (or `http` to a loopback address, when the server is started with
+        /// `--allow-loopback-callbacks`: the document shows the default).
+        #[schema(pattern = "^https://[^\\s/?#]+([/?#]\\S*)?$")]
         url: String,
     },
 }

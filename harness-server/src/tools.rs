@@ -28,11 +28,13 @@ const TOOLS: &str = "harness-server.tools";
 
 /// What a custom tool calls: a webhook (`command` handlers are not provided).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolHandler {
     /// `POST`s each call to `url`.
     Webhook {
-        /// `https`, or `http` to a loopback address when the server allows it.
+        /// `https` (or `http` to a loopback address, when the server is started with
+        /// `--allow-loopback-callbacks`: the document shows the default).
+        #[schema(pattern = "^https://[^\\s/?#]+([/?#]\\S*)?$")]
         url: String,
     },
 }

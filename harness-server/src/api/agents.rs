@@ -88,7 +88,7 @@ pub(crate) struct CreateAgentRequest {
     #[serde(default)]
     #[schema(max_length = 1000)]
     description: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::error::object_only")]
     config: Option<AgentConfig>,
 }
 
@@ -101,6 +101,7 @@ pub(crate) struct UpdateAgentRequest {
     #[schema(max_length = 1000)]
     description: Option<String>,
     /// Replaces the fields it names.
+    #[serde(deserialize_with = "crate::error::object_only")]
     config: Option<AgentConfig>,
 }
 

@@ -63,14 +63,11 @@ async fn start(state: &Shared, request: ExecuteRequest) -> Result<(String, Strin
             if let Some(agent) = &agent
                 && bound.as_deref() != Some(agent.id.as_str())
             {
-                return Err(ApiError::invalid_field(
-                    "agent_id",
-                    format!(
-                        "session `{session}` runs as {}, not `{}`",
-                        bound.map_or("no agent".to_owned(), |bound| format!("`{bound}`")),
-                        agent.id
-                    ),
-                ));
+                return Err(ApiError::conflict(format!(
+                    "session `{session}` runs as {}, not `{}`",
+                    bound.map_or("no agent".to_owned(), |bound| format!("`{bound}`")),
+                    agent.id
+                )));
             }
             session
         }

@@ -49,6 +49,7 @@ pub(crate) struct RegisterHookRequest {
 #[derive(Clone, Debug, Default, Deserialize, ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct UpdateHookRequest {
+    #[serde(deserialize_with = "crate::error::object_only")]
     handler: Option<HookHandler>,
     enabled: Option<bool>,
 }

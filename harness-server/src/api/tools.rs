@@ -163,7 +163,7 @@ pub(crate) async fn get_tool(
     responses((status = 201, body = RegisteredTool), (status = 400, body = ErrorResponse),
         (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
         (status = 409, body = ErrorResponse), (status = 413, body = ErrorResponse),
-        (status = 415, body = ErrorResponse)))]
+        (status = 415, body = ErrorResponse), (status = 422, body = ErrorResponse)))]
 pub(crate) async fn register(
     State(state): State<Shared>,
     Path(harness_id): Path<String>,
@@ -185,7 +185,7 @@ pub(crate) async fn register(
     if request.input_schema.get("type") != Some(&Value::String("object".into()))
         || jsonschema::validator_for(&request.input_schema).is_err()
     {
-        return Err(ApiError::invalid_field(
+        return Err(ApiError::unprocessable(
             "input_schema",
             "input_schema must be a valid JSON Schema of `\"type\": \"object\"`",
         ));
