@@ -32,7 +32,13 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<ExitCode, CliErro
         .filter(|token| !token.is_empty());
     let (token, generated) = match given {
         Some(token) => (token, false),
-        None if bind.ip().is_loopback() => (generate_token()?, true),
+        None if bind.ip().is_loopback() => {
+            let token = harness_server::random_secret().map_err(|source| CliError::Io {
+                what: "cannot generate a token".to_owned(),
+                source,
+            })?;
+            (token, true)
+        }
         None => {
             return Err(CliError::Usage(format!(
                 "serving on {bind}, beyond this machine, needs a token: pass --token or set \
@@ -78,14 +84,4 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<ExitCode, CliErro
         })
         .await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// 32 random bytes from the operating system, in hex.
-fn generate_token() -> Result<String, CliError> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|error| CliError::Io {
-        what: "cannot generate a token".to_owned(),
-        source: std::io::Error::other(error.to_string()),
-    })?;
-    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
 }

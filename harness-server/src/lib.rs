@@ -23,11 +23,17 @@
 //!
 //! What it serves, under `/v1/harnesses/{harnessId}/` (the spec's route table is
 //! [`SPEC_ROUTES`]):
+//! - **registry**: the one harness this server hosts, its capabilities and health.
 //! - **sessions**: a session is a thread. Create, list, get, rename, pause and resume, end or
 //!   delete, history, fork, and send a message (waiting for the answer, or streamed).
 //! - **execution**: execute (on a session, or a new one), list, get, attach to the stream,
 //!   cancel, result, tool calls, and input: answers to approvals and questions.
-//! - **registry**: the one harness this server hosts, its capabilities and health.
+//! - **agents** and **memory**: agents as stored profiles (system prompt, model, tool allow
+//!   and deny lists) and their memory blocks, which reach every model call of their sessions.
+//! - **tools**: the harness's own tools, and custom tools registered at runtime that call a
+//!   webhook.
+//! - **planning**: an execution's plan, its session's task list.
+//! - **hooks**: signed webhooks before and after tools, and when executions end or fail.
 //!
 //! Every other spec route answers `501` with the spec's error body, and `capabilities` lists
 //! what is and is not provided.
@@ -67,6 +73,13 @@ pub use hooks::{Hook, HookEvent, HookHandler, sign};
 pub use host::{AwaitingInput, ExecutionStatus, HarnessFactory, ToolCallRecord};
 pub use routes::{SPEC_ROUTES, SpecRoute, Transport};
 pub use tools::ToolHandler;
+
+/// 32 random bytes from the operating system, in hex: a bearer token or a signing key.
+pub fn random_secret() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|error| std::io::Error::other(error.to_string()))?;
+    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
 
 /// How the server runs.
 #[derive(Clone, Debug)]

@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::shared::signing_secret;
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
 use crate::hooks::{Hook, HookEvent, HookHandler};
 use crate::state::Shared;
@@ -95,20 +96,7 @@ pub(crate) async fn register(
 ) -> Result<(StatusCode, Json<HookResponse>), ApiError> {
     state.check_harness(&harness_id)?;
     check(&state, &request.handler)?;
-    let secret = match request.secret {
-        Some(secret) if (16..=256).contains(&secret.chars().count()) => secret,
-        Some(_) => {
-            return Err(ApiError::invalid_field(
-                "secret",
-                "a secret is 16 to 256 characters",
-            ));
-        }
-        None => format!(
-            "{}{}",
-            harness_core::harness::default_id(),
-            harness_core::harness::default_id()
-        ),
-    };
+    let secret = signing_secret(request.secret)?;
     let hook = Hook {
         id: format!("hook_{}", harness_core::harness::default_id()),
         event: request.event,

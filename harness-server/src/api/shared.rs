@@ -49,6 +49,20 @@ pub(crate) async fn agent(
     }
 }
 
+/// The key of a hook's or tool's signatures: the one given (16 to 256 characters), or 32
+/// random bytes from the operating system, in hex.
+pub(crate) fn signing_secret(given: Option<String>) -> Result<String, ApiError> {
+    match given {
+        Some(secret) if (16..=256).contains(&secret.chars().count()) => Ok(secret),
+        Some(_) => Err(ApiError::invalid_field(
+            "secret",
+            "a secret is 16 to 256 characters",
+        )),
+        None => crate::random_secret()
+            .map_err(|error| ApiError::internal(format!("no random bytes for a secret: {error}"))),
+    }
+}
+
 /// A new execution id.
 pub(crate) fn new_execution_id() -> String {
     format!("exec_{}", harness_core::harness::default_id())

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
+use super::shared::signing_secret;
 use super::types::{Page, check_length};
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
 use crate::state::Shared;
@@ -192,20 +193,7 @@ pub(crate) async fn register(
     }
     let ToolHandler::Webhook { url } = &request.handler;
     state.host.hooks().check_url(url)?;
-    let secret = match request.secret {
-        Some(secret) if (16..=256).contains(&secret.chars().count()) => secret,
-        Some(_) => {
-            return Err(ApiError::invalid_field(
-                "secret",
-                "a secret is 16 to 256 characters",
-            ));
-        }
-        None => format!(
-            "{}{}",
-            harness_core::harness::default_id(),
-            harness_core::harness::default_id()
-        ),
-    };
+    let secret = signing_secret(request.secret)?;
     if every_tool(&state)
         .await?
         .iter()
