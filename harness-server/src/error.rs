@@ -209,6 +209,9 @@ impl From<HarnessError> for ApiError {
     fn from(error: HarnessError) -> Self {
         match error {
             HarnessError::ThreadNotFound(id) => ApiError::not_found("session", &id),
+            HarnessError::MessageNotFound { message_id, .. } => {
+                ApiError::not_found("message", &message_id)
+            }
             HarnessError::Lock(LockError::Held { thread_id, .. }) => {
                 ApiError::conflict(format!("session `{thread_id}` is open in another process"))
             }

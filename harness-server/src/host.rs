@@ -395,6 +395,7 @@ impl Host {
         &self,
         source: &str,
         title: Option<String>,
+        up_to_message: Option<String>,
     ) -> Result<ThreadRecord, ApiError> {
         if self.store.thread(source).await?.is_none() {
             return Err(ApiError::not_found("session", source));
@@ -405,7 +406,8 @@ impl Host {
             .clone_thread(harness_core::harness::CloneOptions {
                 source_thread_id: Some(source.to_owned()),
                 title,
-                resource_id: None,
+                up_to_message,
+                ..harness_core::harness::CloneOptions::default()
             })
             .await?;
         if let Some(agent) = agent {

@@ -87,6 +87,14 @@ pub enum HarnessError {
     /// The thread does not exist.
     #[error("thread `{0}` does not exist")]
     ThreadNotFound(String),
+    /// A message id that is not in the thread.
+    #[error("message `{message_id}` is not in thread `{thread_id}`")]
+    MessageNotFound {
+        /// The thread.
+        thread_id: String,
+        /// The message asked for.
+        message_id: String,
+    },
     /// No thread is selected.
     #[error("no thread is selected; call `select_or_create_thread` or `create_thread` first")]
     NoThread,

@@ -23,6 +23,8 @@ pub struct CloneOptions {
     pub title: Option<String>,
     /// The resource the clone belongs to (default: the source's).
     pub resource_id: Option<String>,
+    /// The last message copied (default: every message); later ones stay behind.
+    pub up_to_message: Option<String>,
 }
 
 pub(crate) fn thread_info(record: &ThreadRecord) -> ThreadInfo {
@@ -72,8 +74,10 @@ impl Harness {
             .await
     }
 
-    /// Clones a thread with all its messages (new ids) and switches to the clone. Plugins get
-    /// `thread.cloned` with the map from old to new message ids, to copy their records.
+    /// Clones a thread with its messages (new ids), all of them or those up to
+    /// [`CloneOptions::up_to_message`], and switches to the clone. Plugins get `thread.cloned`
+    /// with the map from old to new message ids, to copy their records. A message id that is
+    /// not in the thread is [`HarnessError::MessageNotFound`].
     pub async fn clone_thread(&self, options: CloneOptions) -> Result<ThreadRecord, HarnessError> {
         self.abort();
         self.inner.wait_idle().await;
@@ -83,9 +87,29 @@ impl Harness {
         };
         let mut extra = Map::new();
         extra.insert("clonedFrom".into(), Value::String(source_id.clone()));
+        if let Some(last) = &options.up_to_message {
+            let messages = self.inner.store.messages(&source_id).await?;
+            if !messages.iter().any(|message| message.id == *last) {
+                return Err(HarnessError::MessageNotFound {
+                    thread_id: source_id,
+                    message_id: last.clone(),
+                });
+            }
+        }
+        // Copies stop at the message after the last one asked for.
+        let past_last = std::sync::atomic::AtomicBool::new(false);
+        let stop = |message: &StoredMessage| {
+            let stop = past_last.load(std::sync::atomic::Ordering::Relaxed);
+            if options.up_to_message.as_deref() == Some(message.id.as_str()) {
+                past_last.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            stop
+        };
+        let upto: Option<&(dyn Fn(&StoredMessage) -> bool + Send + Sync)> =
+            options.up_to_message.as_ref().map(|_| &stop as _);
         let (record, _) = self
             .inner
-            .copy_thread(&source_id, options.title, options.resource_id, extra, None)
+            .copy_thread(&source_id, options.title, options.resource_id, extra, upto)
             .await?;
         self.inner.take_thread(record.clone()).await?;
         self.inner.emit(HarnessEvent::ThreadCreated {

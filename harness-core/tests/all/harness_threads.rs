@@ -362,6 +362,39 @@ async fn select_or_create_skips_threads_other_harnesses_hold() {
 }
 
 #[tokio::test]
+async fn a_clone_up_to_a_message_keeps_that_message_and_those_before() {
+    let harness = two_modes().build().unwrap();
+    harness.init().await.unwrap();
+    let source = harness.create_thread(None).await.unwrap();
+    harness.send_message("one").await.unwrap();
+    harness.send_message("two").await.unwrap();
+    let original = harness.list_messages(None).await.unwrap();
+    let copy = harness
+        .clone_thread(CloneOptions {
+            source_thread_id: Some(source.id.clone()),
+            up_to_message: Some(original[1].id.clone()),
+            ..CloneOptions::default()
+        })
+        .await
+        .unwrap();
+    let copied = harness.list_messages(Some(&copy.id)).await.unwrap();
+    assert_eq!(copied.len(), 2);
+    assert_eq!(copied[1].message, original[1].message);
+    let error = harness
+        .clone_thread(CloneOptions {
+            source_thread_id: Some(source.id.clone()),
+            up_to_message: Some("no-such-message".into()),
+            ..CloneOptions::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, HarnessError::MessageNotFound { .. }),
+        "{error}"
+    );
+}
+
+#[tokio::test]
 async fn clone_copies_messages_with_new_ids_and_tells_plugins_the_id_map() {
     let cloned: Arc<Mutex<Vec<ThreadChange>>> = Arc::default();
     let deleted: Arc<Mutex<Vec<String>>> = Arc::default();

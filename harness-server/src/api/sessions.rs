@@ -398,16 +398,10 @@ pub(crate) async fn fork(
     if let Some(name) = &request.new_name {
         check_length("new_name", name, 100)?;
     }
-    if request.from_message_id.is_some() {
-        return Err(ApiError::invalid_field(
-            "from_message_id",
-            "a fork copies the whole history; forking from a message is not supported",
-        ));
-    }
     thread(&state, &session_id).await?;
     let fork = state
         .host
-        .fork_session(&session_id, request.new_name)
+        .fork_session(&session_id, request.new_name, request.from_message_id)
         .await?;
     let session = session_view(&state, &fork).await?;
     let message_count = session.message_count;

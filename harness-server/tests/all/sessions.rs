@@ -220,6 +220,25 @@ async fn a_message_waits_for_its_answer_and_a_fork_copies_the_history() {
     assert_eq!(history.body["total"], 6);
     let original = served.get(&format!("/sessions/{session}/history")).await;
     assert_eq!(original.body["total"], 3);
+
+    // A fork up to a message keeps it and those before it.
+    let first = original.body["data"][0]["id"].as_str().unwrap();
+    let partial = served
+        .post(
+            &format!("/sessions/{session}/fork"),
+            json!({ "from_message_id": first }),
+        )
+        .await;
+    assert_eq!(partial.status, 201, "{:?}", partial.body);
+    assert_eq!(partial.body["message_count"], 1);
+    let missing = served
+        .post(
+            &format!("/sessions/{session}/fork"),
+            json!({ "from_message_id": "m-404" }),
+        )
+        .await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.body["error"]["details"]["id"], "m-404");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
