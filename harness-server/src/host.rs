@@ -505,6 +505,13 @@ impl Host {
             .map(|record| record.id)
     }
 
+    /// How many sessions have a harness in this process, and how many executions it runs or
+    /// has queued.
+    pub(crate) async fn load(&self) -> (usize, usize) {
+        let sessions = self.sessions.lock().await.len();
+        (sessions, lock(&self.live).len())
+    }
+
     /// An execution this process runs, if it does.
     pub(crate) fn live(&self, execution_id: &str) -> Option<Arc<Live>> {
         lock(&self.live).get(execution_id).cloned()

@@ -36,6 +36,7 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "harnesses.get" => on_method(method, registry::get_harness),
         "harnesses.capabilities" => on_method(method, registry::capabilities),
         "harnesses.health" => on_method(method, registry::health),
+        "diagnostics.get" => on_method(method, registry::diagnostics),
         "sessions.list" => on_method(method, sessions::list),
         "sessions.create" => on_method(method, sessions::create),
         "sessions.get" => on_method(method, sessions::get_session),

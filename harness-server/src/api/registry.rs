@@ -5,6 +5,8 @@ use std::time::Instant;
 use axum::Json;
 use axum::extract::{Path, State};
 use harness_tags::util::rfc3339;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::is_built;
 use super::types::{
@@ -153,5 +155,68 @@ pub(crate) async fn health(
         latency_ms,
         version: VERSION.to_owned(),
         checks: vec![check],
+    }))
+}
+
+/// Diagnostics of the server.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub(crate) struct Diagnostics {
+    harness_id: String,
+    version: String,
+    uptime_seconds: u64,
+    /// The process's resident memory (Linux; 0 elsewhere).
+    memory_usage_mb: f64,
+    /// Sessions with a harness in this process.
+    active_sessions: u64,
+    /// Executions this process runs or has queued.
+    active_executions: u64,
+    /// MCP servers start per session, with its harness: not counted here (0).
+    connected_mcp_servers: u64,
+    /// Skills are not provided (0).
+    installed_skills: u64,
+    /// The server's settings (never the token).
+    #[schema(value_type = Object)]
+    config: serde_json::Value,
+}
+
+/// Resident memory in MiB, from `/proc/self/statm` (0 where there is none).
+fn resident_mb() -> f64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    (pages * 4096.0 / (1024.0 * 1024.0) * 10.0).round() / 10.0
+}
+
+/// The server's state: uptime, memory, sessions and executions, settings.
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/diagnostics", tag = "diagnostics",
+    operation_id = "diagnostics.get", params(("harnessId" = String, Path)),
+    responses((status = 200, body = Diagnostics), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse)))]
+pub(crate) async fn diagnostics(
+    State(state): State<Shared>,
+    Path(harness_id): Path<String>,
+) -> Result<Json<Diagnostics>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let (sessions, executions) = state.host.load().await;
+    let config = &state.config;
+    let uptime_ms = harness_tags::util::unix_ms().saturating_sub(state.started_at);
+    Ok(Json(Diagnostics {
+        harness_id: config.harness_id.clone(),
+        version: VERSION.to_owned(),
+        uptime_seconds: u64::try_from(uptime_ms / 1000).unwrap_or(0),
+        memory_usage_mb: resident_mb(),
+        active_sessions: sessions as u64,
+        active_executions: executions as u64,
+        connected_mcp_servers: 0,
+        installed_skills: 0,
+        config: serde_json::json!({
+            "input_timeout_seconds": config.input_timeout.as_secs(),
+            "retention_seconds": config.retention.as_secs(),
+            "idle_timeout_seconds": config.idle_timeout.as_secs(),
+            "body_limit_bytes": config.body_limit,
+            "cors_origins": config.cors_origins,
+            "loopback_callbacks": config.loopback_callbacks,
+        }),
     }))
 }

@@ -40,6 +40,10 @@ async fn sessions_are_created_listed_renamed_paused_and_deleted() {
 
     let listed = served.get("/sessions").await;
     assert_eq!(listed.body["total"], 2);
+    let diagnostics = served.get("/diagnostics").await;
+    assert_eq!(diagnostics.body["active_sessions"], 2);
+    assert_eq!(diagnostics.body["active_executions"], 0);
+    assert!(diagnostics.body["config"].get("token").is_none());
     assert_eq!(listed.body["has_more"], false);
     let page = served.get("/sessions?limit=1&offset=1").await;
     assert_eq!(page.body["data"].as_array().unwrap().len(), 1);

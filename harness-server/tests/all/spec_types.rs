@@ -322,6 +322,25 @@ pub(crate) fn response(id: &str) -> Option<Value> {
                 json!({ "tasks": { "type": "array", "items": plan_task() }, "updated_at": time() }),
             ),
         ),
+        "diagnostics.get" => object(
+            &[
+                "harness_id",
+                "version",
+                "uptime_seconds",
+                "memory_usage_mb",
+                "active_sessions",
+                "active_executions",
+                "connected_mcp_servers",
+                "installed_skills",
+                "config",
+            ],
+            json!({
+                "uptime_seconds": { "type": "number" }, "memory_usage_mb": { "type": "number" },
+                "active_sessions": { "type": "number" }, "active_executions": { "type": "number" },
+                "connected_mcp_servers": { "type": "number" }, "installed_skills": { "type": "number" },
+                "config": { "type": "object" }
+            }),
+        ),
         "planning.listTasks" => wrap("tasks", json!({ "type": "array", "items": plan_task() })),
         _ => return None,
     })
