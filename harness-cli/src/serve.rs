@@ -62,6 +62,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<ExitCode, CliErro
     config.cors_origins = args.cors_origins.clone();
     config.input_timeout = Duration::from_secs(args.input_timeout);
     config.loopback_callbacks = args.allow_loopback_callbacks;
+    config.workspace = Some(parts.workspace.root().to_path_buf());
     let server = Server::new(config, store, factory).await?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await

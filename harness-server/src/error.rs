@@ -135,6 +135,21 @@ impl ApiError {
         )
     }
 
+    /// `403`: the request reaches for something this server does not serve (a path outside
+    /// the workspace).
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, "FORBIDDEN", message)
+    }
+
+    /// `413`: the body is over the server's limit.
+    pub(crate) fn payload_too_large() -> Self {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+            "the body is over the server's limit",
+        )
+    }
+
     /// `409`: the resource is not in a state that allows this.
     pub fn conflict(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::CONFLICT, "CONFLICT", message)
@@ -209,9 +224,11 @@ impl From<HarnessError> for ApiError {
     fn from(error: HarnessError) -> Self {
         match error {
             HarnessError::ThreadNotFound(id) => ApiError::not_found("session", &id),
-            HarnessError::MessageNotFound { message_id, .. } => {
-                ApiError::not_found("message", &message_id)
-            }
+            // The session exists; the message the body names does not.
+            HarnessError::MessageNotFound { message_id, .. } => ApiError::unprocessable(
+                "from_message_id",
+                format!("message `{message_id}` is not in the session"),
+            ),
             HarnessError::Lock(LockError::Held { thread_id, .. }) => {
                 ApiError::conflict(format!("session `{thread_id}` is open in another process"))
             }
@@ -272,11 +289,7 @@ fn json_rejection(rejection: &JsonRejection) -> ApiError {
         ),
         JsonRejection::JsonSyntaxError(_) => ApiError::bad_request("MALFORMED_JSON", text),
         JsonRejection::JsonDataError(_) => ApiError::bad_request("INVALID_REQUEST", text),
-        _ if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "PAYLOAD_TOO_LARGE",
-            "the body is over the server's limit",
-        ),
+        _ if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::payload_too_large(),
         _ => ApiError::bad_request("INVALID_REQUEST", text),
     }
 }

@@ -105,6 +105,9 @@ pub struct ServerConfig {
     /// The delay before a failed hook delivery's first retry; each next one doubles it
     /// (default 1 s; four attempts in all).
     pub hook_retry_after: Duration,
+    /// The directory the files routes serve, every path resolved beneath it (none by default:
+    /// they answer `501`).
+    pub workspace: Option<std::path::PathBuf>,
 }
 
 impl ServerConfig {
@@ -120,6 +123,7 @@ impl ServerConfig {
             idle_timeout: Duration::from_secs(600),
             loopback_callbacks: false,
             hook_retry_after: Duration::from_secs(1),
+            workspace: None,
         }
     }
 }
@@ -158,6 +162,12 @@ impl Server {
                 "the token must not be empty".to_owned(),
             ));
         }
+        let workspace = match &config.workspace {
+            Some(root) => Some(harness_workspace::Workspace::new(root).map_err(|error| {
+                ServerError::Config(format!("the workspace cannot be served: {error}"))
+            })?),
+            None => None,
+        };
         let hooks = hooks::Hooks::new(
             Arc::clone(&store),
             &config.harness_id,
@@ -171,6 +181,7 @@ impl Server {
             host,
             started_at: unix_ms(),
             openapi: std::sync::OnceLock::new(),
+            workspace,
         });
         state.prune().await.map_err(ServerError::Start)?;
         let recovered = state.host.recover().await.map_err(ServerError::Start)?;

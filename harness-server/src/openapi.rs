@@ -13,7 +13,7 @@ use utoipa::openapi::{ContentBuilder, Ref, Required, ResponseBuilder, ResponsesB
 
 use harness_protocol::open_harness::ExecutionEvent;
 
-use crate::api::{agents, execution, hooks, is_built, planning, registry, sessions, tools};
+use crate::api::{agents, execution, files, hooks, is_built, planning, registry, sessions, tools};
 use crate::error::ErrorResponse;
 use crate::routes::SPEC_ROUTES;
 
@@ -62,6 +62,8 @@ server does not provide answer 501 with the spec's error body.",
         agents::delete_block,
         planning::plan,
         planning::list_tasks,
+        files::list,
+        files::mkdir,
         tools::list,
         tools::get_tool,
         tools::register,
@@ -72,7 +74,7 @@ server does not provide answer 501 with the spec's error body.",
         hooks::update,
         hooks::unregister,
     ),
-    components(schemas(ErrorResponse))
+    components(schemas(ErrorResponse, files::WrittenFile))
 )]
 struct Document;
 
@@ -121,6 +123,7 @@ pub fn document(harness_id: &str) -> Value {
         Vec::<String>::new(),
     )]);
     let mut document = serde_json::to_value(document).unwrap_or(Value::Null);
+    describe_files(&mut document);
     pin_harness_id(&mut document, harness_id);
     link_created_ids(&mut document);
     describe_streams(&mut document);
@@ -192,6 +195,92 @@ fn rewrite_refs(value: &mut Value) {
         Value::Object(fields) => fields.values_mut().for_each(rewrite_refs),
         _ => {}
     }
+}
+
+/// The file operations one catch-all route answers (`files/{*path}`), described by hand.
+fn describe_files(document: &mut Value) {
+    let error = |description: &str| {
+        json!({
+            "description": description,
+            "content": { "application/json": {
+                "schema": { "$ref": "#/components/schemas/ErrorResponse" }
+            } }
+        })
+    };
+    let path_parameters = json!([
+        { "name": "harnessId", "in": "path", "required": true, "schema": { "type": "string" } },
+        { "name": "path", "in": "path", "required": true,
+          "description": "A path of the workspace, resolved beneath its root",
+          "schema": { "type": "string" } }
+    ]);
+    let bytes = json!({
+        "description": "The file's bytes, as the type its name gives (text as text/plain)",
+        "content": { "*/*": {
+            "schema": { "type": "string", "format": "binary" }
+        } }
+    });
+    let common = |mut responses: serde_json::Map<String, Value>| {
+        for (status, description) in [
+            ("400", "Not a usable path"),
+            ("401", "No valid bearer token"),
+            ("403", "Outside the workspace"),
+            ("404", "No such file"),
+            ("409", "A directory, or not a regular file"),
+            ("413", "Too large"),
+            ("501", "The server has no workspace"),
+        ] {
+            responses.insert(status.into(), error(description));
+        }
+        Value::Object(responses)
+    };
+    let read = json!({
+        "tags": ["files"], "operationId": "files.read",
+        "summary": "Reads a file of the workspace",
+        "parameters": path_parameters,
+        "responses": common(serde_json::Map::from_iter([("200".to_owned(), bytes.clone())]))
+    });
+    let written = json!({
+        "description": "Written",
+        "content": { "application/json": {
+            "schema": { "$ref": "#/components/schemas/WrittenFile" }
+        } }
+    });
+    let write_responses = serde_json::Map::from_iter([
+        ("200".to_owned(), written.clone()),
+        ("201".to_owned(), written),
+    ]);
+    let write = json!({
+        "tags": ["files"], "operationId": "files.write",
+        "summary": "Writes a file of the workspace (and its directories): the body is its content",
+        "parameters": path_parameters,
+        "requestBody": { "required": false, "content": { "application/octet-stream": {
+            "schema": { "type": "string", "format": "binary" }
+        } } },
+        "responses": common(write_responses)
+    });
+    let mut delete_parameters = path_parameters.as_array().cloned().unwrap_or_default();
+    delete_parameters.push(json!({
+        "name": "recursive", "in": "query", "required": false,
+        "description": "Also delete what a directory holds", "schema": { "type": "boolean" }
+    }));
+    let delete = json!({
+        "tags": ["files"], "operationId": "files.delete",
+        "summary": "Deletes a file, or a directory (empty unless recursive)",
+        "parameters": delete_parameters,
+        "responses": common(serde_json::Map::from_iter([
+            ("204".to_owned(), json!({ "description": "Deleted" }))
+        ]))
+    });
+    let download = json!({
+        "tags": ["files"], "operationId": "files.download",
+        "summary": "Downloads a file of the workspace (Content-Disposition: attachment)",
+        "parameters": path_parameters,
+        "responses": common(serde_json::Map::from_iter([("200".to_owned(), bytes)]))
+    });
+    let paths = &mut document["paths"];
+    paths["/v1/harnesses/{harnessId}/files/{path}"] =
+        json!({ "get": read, "put": write, "delete": delete });
+    paths["/v1/harnesses/{harnessId}/files/{path}/download"] = json!({ "get": download });
 }
 
 /// `{harnessId}` takes one value: the harness this server hosts.

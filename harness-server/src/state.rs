@@ -15,6 +15,8 @@ pub(crate) struct State {
     pub(crate) started_at: i64,
     /// The OpenAPI document, made on first request.
     pub(crate) openapi: OnceLock<String>,
+    /// The files the files routes serve, if the server has a workspace.
+    pub(crate) workspace: Option<harness_workspace::Workspace>,
 }
 
 impl State {

@@ -1,11 +1,10 @@
 //! `read_file`, `write_file` and `list_dir`: each opens its path beneath the root.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 
-use cap_std::fs::OpenOptions;
 use harness_core::tool::ToolError;
 
-use crate::{Workspace, never_block, not_regular};
+use crate::Workspace;
 
 /// The most bytes `read_file` returns (and reads, past the lines it skips).
 pub(super) const MAX_READ: usize = 256 * 1024;
@@ -74,29 +73,8 @@ impl Workspace {
 
     /// Creates or replaces a regular file beneath the root (and its directories).
     pub(super) fn write_text(&self, asked: &str, content: &str) -> Result<String, ToolError> {
+        self.write_bytes(asked, content.as_bytes())?;
         let relative = self.relative(asked)?;
-        let failed = |error: std::io::Error| self.refused(asked, &error);
-        if let Some(parent) = relative.parent().filter(|p| !p.as_os_str().is_empty())
-            && let Err(error) = self.dir.create_dir_all(parent)
-        {
-            // A parent that exists but is no directory beneath the root (a link out, say):
-            // opening it says which.
-            return Err(match self.dir.open_dir(parent) {
-                Err(opening) => failed(opening),
-                Ok(_) => failed(error),
-            });
-        }
-        let mut options = OpenOptions::new();
-        options.write(true).create(true);
-        never_block(&mut options);
-        let mut file = self.dir.open_with(&relative, &options).map_err(failed)?;
-        let metadata = file.metadata().map_err(failed)?;
-        if !metadata.is_file() {
-            return Err(not_regular(asked));
-        }
-        // Truncated only once it is known to be a regular file.
-        file.set_len(0).map_err(failed)?;
-        file.write_all(content.as_bytes()).map_err(failed)?;
         Ok(format!(
             "Wrote {} bytes to {}",
             content.len(),

@@ -42,6 +42,7 @@
 
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod entries;
 mod files;
 mod grep;
 mod shell;
@@ -58,6 +59,7 @@ use harness_tags::ToolCategory;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+pub use entries::{Entry, Written};
 pub use shell::ShellArgs;
 
 /// Why a workspace could not be opened.

@@ -2,6 +2,7 @@
 
 pub(crate) mod agents;
 pub(crate) mod execution;
+pub(crate) mod files;
 pub(crate) mod hooks;
 pub(crate) mod planning;
 pub(crate) mod registry;
@@ -19,7 +20,6 @@ use axum::handler::Handler;
 use axum::http::{HeaderName, HeaderValue, Method, Uri};
 use axum::middleware;
 use axum::response::IntoResponse;
-use axum::response::Response;
 use axum::routing::{MethodFilter, MethodRouter, any, on};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
@@ -73,6 +73,12 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "tools.unregister" => on_method(method, tools::unregister),
         "planning.get" => on_method(method, planning::plan),
         "planning.listTasks" => on_method(method, planning::list_tasks),
+        "files.list" => on_method(method, files::list),
+        "files.mkdir" => on_method(method, files::mkdir),
+        // Answered by the catch-all `files/{*path}` (see `router`).
+        "files.read" | "files.write" | "files.delete" | "files.download" => {
+            on_method(method, files::catch_all)
+        }
         "hooks.list" => on_method(method, hooks::list),
         "hooks.register" => on_method(method, hooks::register),
         "hooks.get" => on_method(method, hooks::get_hook),
@@ -114,7 +120,7 @@ pub(crate) fn router(state: &Shared) -> Router<Shared> {
         if path.contains("{*") {
             paths
                 .entry(path.clone())
-                .or_insert_with(|| any(not_built_catch_all(path)));
+                .or_insert_with(|| any(files::catch_all));
             continue;
         }
         let answer = built(route).unwrap_or_else(|| not_built(route.method, route.id));
@@ -172,47 +178,6 @@ pub(crate) fn cors(config: &ServerConfig) -> Option<CorsLayer> {
 /// `501` for a spec operation this server does not provide.
 fn not_built(method: &str, id: &'static str) -> MethodRouter<Shared> {
     on_method(method, move || async move { ApiError::not_built(id) })
-}
-
-/// The answer of a catch-all route (`files/{*path}`), for every method: `501` for the spec
-/// route whose literal tail the request's path ends with (`/download`), else for the route
-/// without one; `405` with `Allow` for a method neither takes.
-fn not_built_catch_all(
-    path: String,
-) -> impl Fn(Method, Uri) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
-    move |method: Method, uri: Uri| {
-        let tail = |route: &SpecRoute| route.path.rsplit('}').next().unwrap_or_default();
-        let here = SPEC_ROUTES
-            .iter()
-            .filter(|route| route.router_path() == path);
-        let tailed: Vec<&SpecRoute> = here
-            .clone()
-            .filter(|route| !tail(route).is_empty() && uri.path().ends_with(tail(route)))
-            .collect();
-        let candidates: Vec<&SpecRoute> = if tailed.is_empty() {
-            here.filter(|route| tail(route).is_empty()).collect()
-        } else {
-            tailed
-        };
-        let answer = match candidates
-            .iter()
-            .find(|route| route.method == method.as_str())
-        {
-            Some(route) => ApiError::not_built(route.id).into_response(),
-            None => {
-                let allowed: Vec<&str> = candidates.iter().map(|route| route.method).collect();
-                let mut refused =
-                    ApiError::method_not_allowed(method.as_str(), uri.path()).into_response();
-                if let Ok(allow) = HeaderValue::from_str(&allowed.join(",")) {
-                    refused
-                        .headers_mut()
-                        .insert(axum::http::header::ALLOW, allow);
-                }
-                refused
-            }
-        };
-        std::future::ready(answer)
-    }
 }
 
 /// `404` with the spec's body for a path no route answers.

@@ -388,7 +388,8 @@ pub(crate) fn messages(stored: &[StoredMessage]) -> Vec<Message> {
     request_body = ForkSessionRequest,
     responses((status = 201, body = ForkSessionResponse), (status = 400, body = ErrorResponse),
         (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
-        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse)))]
+        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse),
+        (status = 422, body = ErrorResponse)))]
 pub(crate) async fn fork(
     State(state): State<Shared>,
     Path((harness_id, session_id)): Path<(String, String)>,

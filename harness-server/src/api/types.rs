@@ -176,7 +176,7 @@ pub(crate) struct ForkSessionRequest {
     /// 1-100 characters.
     #[schema(min_length = 1, max_length = 100)]
     pub(crate) new_name: Option<String>,
-    /// The last message copied (a message id of the session's history; `404` if it is not
+    /// The last message copied (a message id of the session's history; `422` if it is not
     /// one); every message by default.
     pub(crate) from_message_id: Option<String>,
 }

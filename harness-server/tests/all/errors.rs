@@ -214,25 +214,3 @@ async fn a_stream_past_its_retention_is_gone() {
     let record = served.get(&format!("/executions/{execution}")).await;
     assert_eq!(record.body["execution"]["status"], "completed");
 }
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_catch_all_route_answers_the_operation_its_path_names() {
-    let dir = tempfile::tempdir().unwrap();
-    let served = serve(&dir.path().join("h.db"), answers).await;
-    let read = served.get("/files/docs/a.txt").await;
-    assert_eq!(read.body["error"]["operation"], "files.read");
-    let download = served.get("/files/docs/a.txt/download").await;
-    assert_eq!(download.body["error"]["operation"], "files.download");
-    let write = served.request("PUT", "/files/docs/a.txt", None).await;
-    assert_eq!(write.body["error"]["operation"], "files.write");
-    let refused = served
-        .http()
-        .put(served.url("/files/docs/a.txt/download"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.headers()["allow"], "GET");
-    let refused = answer(refused).await;
-    assert_error(refused.status, &refused.body, 405, "METHOD_NOT_ALLOWED");
-}

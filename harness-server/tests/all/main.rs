@@ -5,6 +5,7 @@
 mod agents;
 mod approvals;
 mod errors;
+mod files;
 mod hooks;
 mod openapi;
 mod resume;

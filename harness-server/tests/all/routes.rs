@@ -77,6 +77,7 @@ fn body(route: &SpecRoute, session: &str) -> Option<Value> {
         "tools.register" => never_run(),
         "agents.update" => json!({ "description": "changed" }),
         "memory.createBlock" => json!({ "label": "more", "value": "v" }),
+        "files.mkdir" => json!({ "path": "made/here" }),
         "memory.updateBlock" => json!({ "value": "changed" }),
         _ if route.method == "POST" || route.method == "PUT" || route.method == "PATCH" => {
             json!({})
@@ -107,7 +108,8 @@ fn validator(document: &Value, route: &SpecRoute, status: u16) -> Option<jsonsch
     Some(jsonschema::validator_for(&root).unwrap())
 }
 
-async fn setup(served: &Served) -> Ids {
+async fn setup(served: &Served, workspace: &std::path::Path) -> Ids {
+    std::fs::write(workspace.join("notes.txt"), "notes").unwrap();
     let session = served.session().await;
     let execution = served.execute(&session, "hi").await;
     let seen = frames(served.attach(&execution, None).await, None).await;
@@ -156,7 +158,15 @@ async fn every_route_needs_the_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_spec_route_answers_its_documented_body_or_501() {
     let dir = tempfile::tempdir().unwrap();
-    let served = serve(&dir.path().join("h.db"), answers).await;
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().to_path_buf();
+    let served = crate::support::serve_with(
+        &dir.path().join("h.db"),
+        answers,
+        std::sync::Arc::new(|builder| builder),
+        move |config| config.workspace = Some(root),
+    )
+    .await;
     let document: Value = served
         .http()
         .get(format!("{}/openapi.json", served.base))
@@ -172,7 +182,7 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
     let mut routes: Vec<&SpecRoute> = SPEC_ROUTES.iter().collect();
     routes.sort_by_key(|route| route.method == "DELETE" || route.id.ends_with(".cancel"));
     for route in routes {
-        let ids = setup(&served).await;
+        let ids = setup(&served, workspace.path()).await;
         let url = format!("{}{}", served.base, path(route, &ids));
         let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap();
         let mut request = http
@@ -190,6 +200,12 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             "{} {url}: {status}",
             route.id
         );
+        if matches!(route.id, "files.read" | "files.download") {
+            assert_eq!(status, 200, "{}", route.id);
+            assert_eq!(response.bytes().await.unwrap(), "notes");
+            provided += 1;
+            continue;
+        }
         if route.transport == Transport::Sse && status == 200 {
             let seen = frames(response, None).await;
             assert_eq!(seen.last().unwrap().event, "done", "{}", route.id);
@@ -251,5 +267,5 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             );
         }
     }
-    assert_eq!(provided, 46);
+    assert_eq!(provided, 52);
 }

@@ -241,8 +241,13 @@ async fn a_message_waits_for_its_answer_and_a_fork_copies_the_history() {
             json!({ "from_message_id": "m-404" }),
         )
         .await;
-    assert_eq!(missing.status, 404);
-    assert_eq!(missing.body["error"]["details"]["id"], "m-404");
+    assert_eq!(missing.status, 422);
+    assert!(
+        missing.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("m-404")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

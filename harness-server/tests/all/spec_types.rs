@@ -216,6 +216,18 @@ fn tool() -> Value {
     )
 }
 
+fn file() -> Value {
+    object(
+        &["path", "name", "type", "modified_at"],
+        json!({
+            "type": { "enum": ["file", "directory"] },
+            "size_bytes": { "type": "integer" },
+            "mime_type": { "type": "string" },
+            "modified_at": time()
+        }),
+    )
+}
+
 fn plan_task() -> Value {
     object(
         &["id", "content", "status", "order"],
@@ -340,6 +352,15 @@ pub(crate) fn response(id: &str) -> Option<Value> {
                 "connected_mcp_servers": { "type": "number" }, "installed_skills": { "type": "number" },
                 "config": { "type": "object" }
             }),
+        ),
+        "files.list" => object(
+            &["files", "path"],
+            json!({ "files": { "type": "array", "items": file() }, "path": { "type": "string" } }),
+        ),
+        "files.mkdir" => wrap("file", file()),
+        "files.write" => object(
+            &["file", "created"],
+            json!({ "file": file(), "created": { "type": "boolean" } }),
         ),
         "planning.listTasks" => wrap("tasks", json!({ "type": "array", "items": plan_task() })),
         _ => return None,
