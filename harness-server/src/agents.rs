@@ -314,7 +314,17 @@ impl Agents {
                 tracing::warn!(agent, error = error.message(), "reading an agent failed");
             }
         }
-        let blocks = self.blocks(agent).await.unwrap_or_default();
+        let blocks = match self.blocks(agent).await {
+            Ok(blocks) => blocks,
+            Err(error) => {
+                tracing::warn!(
+                    agent,
+                    error = error.message(),
+                    "reading memory blocks failed"
+                );
+                Vec::new()
+            }
+        };
         if !blocks.is_empty() {
             prompt.push_str("\n\n<memory_blocks>");
             for block in blocks {
