@@ -12,9 +12,9 @@ use utoipa::IntoParams;
 
 use super::shared::{agent, new_execution_id, thread, unsupported, wait_finished};
 use super::types::{
-    CancelResponse, ExecuteRequest, ExecuteResponse, Execution, ExecutionResponse, ExecutionResult,
-    Page, Pagination, ResultResponse, SendInputRequest, SendInputResponse, ToolCallSummary,
-    ToolCallsResponse, check_length,
+    ArtifactSummary, CancelResponse, ExecuteRequest, ExecuteResponse, Execution, ExecutionResponse,
+    ExecutionResult, Page, Pagination, ResultResponse, SendInputRequest, SendInputResponse,
+    ToolCallSummary, ToolCallsResponse, check_length,
 };
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
 use crate::host::{ExecutionRecord, ExecutionStatus};
@@ -23,8 +23,48 @@ use crate::stream::{execution_stream, last_event_id};
 
 const MAX_MESSAGE: usize = 100_000;
 
+/// The files an execution wrote: the paths of its `write_file` calls that completed (the
+/// workspace tool's), first write first; an artifact's id is `art_<n>`, from 1.
+fn artifact_paths(record: &ExecutionRecord) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for call in &record.tool_calls {
+        if call.name == "write_file"
+            && call.status == "completed"
+            && let Some(path) = call.input["path"].as_str()
+            && !paths.iter().any(|known| known == path)
+        {
+            paths.push(path.to_owned());
+        }
+    }
+    paths
+}
+
+/// The artifacts of an execution, with their current size in the workspace (0 without one,
+/// or once deleted).
+fn artifacts(state: &Shared, record: &ExecutionRecord) -> Vec<ArtifactSummary> {
+    artifact_paths(record)
+        .into_iter()
+        .zip(1..)
+        .map(|(path, n): (String, u32)| {
+            let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+            let size_bytes = state
+                .workspace
+                .as_ref()
+                .and_then(|workspace| workspace.entry(&path).ok())
+                .map_or(0, |entry| entry.size);
+            ArtifactSummary {
+                id: format!("art_{n}"),
+                mime_type: super::files::mime(&name).to_owned(),
+                name,
+                size_bytes,
+            }
+        })
+        .collect()
+}
+
 fn view(state: &Shared, record: ExecutionRecord) -> Execution {
     let progress = None;
+    let artifacts_count = artifact_paths(&record).len() as u64;
     Execution {
         id: record.id,
         harness_id: state.config.harness_id.clone(),
@@ -32,7 +72,7 @@ fn view(state: &Shared, record: ExecutionRecord) -> Execution {
         progress,
         started_at: rfc3339(record.started_at),
         completed_at: record.completed_at.map(rfc3339),
-        artifacts_count: 0,
+        artifacts_count,
         session_id: record.session_id,
         message: record.message,
         awaiting_input: record.awaiting_input,
@@ -308,12 +348,13 @@ pub(crate) async fn result(
                 .map_or(0, |end| end.saturating_sub(call.started_at)),
         })
         .collect();
+    let written = artifacts(&state, &record);
     Ok(Json(ResultResponse {
         result: ExecutionResult {
             execution_id: record.id,
             status: record.status,
             output: record.output,
-            artifacts: Vec::new(),
+            artifacts: written,
             tool_calls,
             usage: record.usage.into(),
             error: record.error,
@@ -392,4 +433,57 @@ fn approval(data: &str) -> Result<ApprovalAnswer, ApiError> {
             "an approval is answered yes, no or always, not `{other}`"
         ))),
     }
+}
+
+/// `{ artifacts }`.
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ArtifactList {
+    artifacts: Vec<ArtifactSummary>,
+}
+
+/// The files an execution wrote (with the workspace's `write_file` tool).
+#[utoipa::path(get, path = "/v1/harnesses/{harnessId}/executions/{executionId}/artifacts",
+    tag = "execution", operation_id = "execution.listArtifacts",
+    params(("harnessId" = String, Path), ("executionId" = String, Path)),
+    responses((status = 200, body = ArtifactList), (status = 401, body = ErrorResponse),
+        (status = 404, body = ErrorResponse)))]
+pub(crate) async fn list_artifacts(
+    State(state): State<Shared>,
+    Path((harness_id, execution_id)): Path<(String, String)>,
+) -> Result<Json<ArtifactList>, ApiError> {
+    state.check_harness(&harness_id)?;
+    let record = state.host.execution(&execution_id).await?;
+    Ok(Json(ArtifactList {
+        artifacts: artifacts(&state, &record),
+    }))
+}
+
+/// A file an execution wrote, as it is in the workspace now.
+#[utoipa::path(get,
+    path = "/v1/harnesses/{harnessId}/executions/{executionId}/artifacts/{artifactId}",
+    tag = "execution", operation_id = "execution.downloadArtifact",
+    params(("harnessId" = String, Path), ("executionId" = String, Path),
+        ("artifactId" = String, Path)),
+    responses((status = 200, content_type = "*/*", body = String,
+            description = "The file's bytes (Content-Disposition: attachment)"),
+        (status = 401, body = ErrorResponse), (status = 403, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 409, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 501, body = ErrorResponse)))]
+pub(crate) async fn download_artifact(
+    State(state): State<Shared>,
+    Path((harness_id, execution_id, artifact_id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    state.check_harness(&harness_id)?;
+    let record = state.host.execution(&execution_id).await?;
+    let path = artifact_id
+        .strip_prefix("art_")
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|at| artifact_paths(&record).into_iter().nth(at))
+        .ok_or_else(|| ApiError::not_found("artifact", &artifact_id))?;
+    let workspace = state
+        .workspace
+        .as_ref()
+        .ok_or_else(|| ApiError::not_built("execution.downloadArtifact"))?;
+    super::files::read(workspace, &path, true)
 }

@@ -49,7 +49,7 @@ impl From<Entry> for FileInfo {
 }
 
 /// A MIME type from a file name's extension.
-fn mime(name: &str) -> &'static str {
+pub(crate) fn mime(name: &str) -> &'static str {
     let extension = name
         .rsplit_once('.')
         .map(|(_, ext)| ext.to_ascii_lowercase());
@@ -297,7 +297,12 @@ pub(crate) async fn catch_all(
     }
 }
 
-fn read(workspace: &Workspace, path: &str, download: bool) -> Result<Response, ApiError> {
+/// A file's bytes as a response, as an attachment if `download`.
+pub(crate) fn read(
+    workspace: &Workspace,
+    path: &str,
+    download: bool,
+) -> Result<Response, ApiError> {
     let bytes = workspace
         .read_bytes(path, MAX_READ)
         .map_err(|error| refused(path, error))?;

@@ -56,6 +56,8 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "execution.result" => on_method(method, execution::result),
         "execution.listToolCalls" => on_method(method, execution::tool_calls),
         "execution.sendInput" => on_method(method, execution::send_input),
+        "execution.listArtifacts" => on_method(method, execution::list_artifacts),
+        "execution.downloadArtifact" => on_method(method, execution::download_artifact),
         "agents.list" => on_method(method, agents::list),
         "agents.create" => on_method(method, agents::create),
         "agents.get" => on_method(method, agents::get_agent),

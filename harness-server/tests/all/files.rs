@@ -146,3 +146,59 @@ async fn without_a_workspace_the_files_routes_are_501() {
     let read = served.get("/files/a.txt").await;
     assert_eq!(read.body["error"]["operation"], "files.read");
 }
+
+fn writes() -> ScriptedModel {
+    ScriptedModel::new("scripted/test")
+        .then(Scripted::tool_call(
+            "write_file",
+            json!({ "path": "report/summary.md", "content": "# Summary\n" }),
+        ))
+        .then(Scripted::text("written"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executions_artifacts_are_the_files_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path().to_path_buf();
+    let tools = harness_workspace::Workspace::new(&root).unwrap();
+    let served = serve_with(
+        &dir.path().join("h.db"),
+        writes,
+        Arc::new(move |builder| builder.tool(tools.write_file())),
+        move |config| config.workspace = Some(root),
+    )
+    .await;
+    let session = served.session().await;
+    let execution = served.execute(&session, "write the summary").await;
+    crate::support::frames(served.attach(&execution, None).await, None).await;
+    let listed = served
+        .get(&format!("/executions/{execution}/artifacts"))
+        .await;
+    assert_eq!(listed.status, 200, "{:?}", listed.body);
+    let artifact = &listed.body["artifacts"][0];
+    assert_eq!(artifact["id"], "art_1");
+    assert_eq!(artifact["name"], "summary.md");
+    assert_eq!(artifact["mime_type"], "text/markdown");
+    assert_eq!(artifact["size_bytes"], 10);
+    let state = served.get(&format!("/executions/{execution}")).await;
+    assert_eq!(state.body["execution"]["artifacts_count"], 1);
+    let result = served.get(&format!("/executions/{execution}/result")).await;
+    assert_eq!(result.body["result"]["artifacts"][0]["id"], "art_1");
+    let download = served
+        .http()
+        .get(served.url(&format!("/executions/{execution}/artifacts/art_1")))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        download.headers()["content-disposition"],
+        "attachment; filename=\"summary.md\""
+    );
+    assert_eq!(download.text().await.unwrap(), "# Summary\n");
+    let missing = served
+        .get(&format!("/executions/{execution}/artifacts/art_2"))
+        .await;
+    assert_eq!(missing.status, 404);
+}

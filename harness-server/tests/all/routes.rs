@@ -9,10 +9,13 @@ use serde_json::{Value, json};
 
 use crate::support::{Served, answer, frames, serve};
 
-/// A tool call, then an answer: every listing has something in it.
+/// Tool calls (one writes a file), then an answer: every listing has something in it.
 fn answers() -> ScriptedModel {
     ScriptedModel::new("scripted/test")
-        .then(Scripted::tool_call("echo", json!({ "text": "x" })))
+        .then(Scripted::tool_calls([
+            ("echo", json!({ "text": "x" })),
+            ("write_file", json!({ "path": "out.txt", "content": "out" })),
+        ]))
         .then(Scripted::text("ok"))
         .cycling()
 }
@@ -51,6 +54,7 @@ fn path(route: &SpecRoute, ids: &Ids) -> String {
         ("{hookId}", ids.hook.as_str()),
         ("{agentId}", ids.agent.as_str()),
         ("{toolId}", ids.tool.as_str()),
+        ("{artifactId}", "art_1"),
         ("{label}", "notes"),
         ("{path}", "notes.txt"),
     ] {
@@ -160,10 +164,11 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let root = workspace.path().to_path_buf();
+    let tools = harness_workspace::Workspace::new(&root).unwrap();
     let served = crate::support::serve_with(
         &dir.path().join("h.db"),
         answers,
-        std::sync::Arc::new(|builder| builder),
+        std::sync::Arc::new(move |builder| builder.tool(tools.write_file())),
         move |config| config.workspace = Some(root),
     )
     .await;
@@ -200,9 +205,17 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             "{} {url}: {status}",
             route.id
         );
-        if matches!(route.id, "files.read" | "files.download") {
+        if matches!(
+            route.id,
+            "files.read" | "files.download" | "execution.downloadArtifact"
+        ) {
             assert_eq!(status, 200, "{}", route.id);
-            assert_eq!(response.bytes().await.unwrap(), "notes");
+            let expected = if route.id == "execution.downloadArtifact" {
+                "out"
+            } else {
+                "notes"
+            };
+            assert_eq!(response.bytes().await.unwrap(), expected);
             provided += 1;
             continue;
         }
@@ -267,5 +280,5 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             );
         }
     }
-    assert_eq!(provided, 52);
+    assert_eq!(provided, 54);
 }

@@ -309,6 +309,12 @@ pub(crate) fn response(id: &str) -> Option<Value> {
                 "duration_ms": { "type": "number" }
             })) }),
         ),
+        "execution.listArtifacts" => wrap(
+            "artifacts",
+            json!({ "type": "array", "items": object(&["id", "name", "mime_type", "size_bytes"], json!({
+                "size_bytes": { "type": "integer" }
+            })) }),
+        ),
         "execution.sendInput" => {
             object(&["accepted"], json!({ "accepted": { "type": "boolean" } }))
         }
