@@ -229,8 +229,6 @@ struct Hosted {
     harness: Harness,
     jobs: mpsc::UnboundedSender<Arc<Live>>,
     last_used: Mutex<Instant>,
-    /// Executions queued or running.
-    busy: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// The harnesses of live sessions and the executions this process runs.
@@ -348,20 +346,17 @@ impl Host {
 
     fn host(&self, harness: Harness) -> Arc<Hosted> {
         let (jobs, queue) = mpsc::unbounded_channel();
-        let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         tokio::spawn(work(
             harness.clone(),
             Arc::clone(&self.store),
             Arc::clone(&self.hooks),
             queue,
             self.me.clone(),
-            Arc::clone(&busy),
         ));
         Arc::new(Hosted {
             harness,
             jobs,
             last_used: Mutex::new(Instant::now()),
-            busy,
         })
     }
 
@@ -447,7 +442,7 @@ impl Host {
     /// Deletes a session with its messages and executions.
     pub(crate) async fn delete_session(&self, session_id: &str) -> Result<(), ApiError> {
         let hosted = self.hosted(session_id).await?;
-        if hosted.busy.load(Ordering::Acquire) > 0 {
+        if self.busy_with(session_id).is_some() {
             return Err(ApiError::conflict(format!(
                 "session `{session_id}` has executions running; cancel them first"
             )));
@@ -489,7 +484,6 @@ impl Host {
             harness: hosted.harness.clone(),
         });
         lock(&self.live).insert(execution_id, Arc::clone(&live));
-        hosted.busy.fetch_add(1, Ordering::AcqRel);
         if hosted.jobs.send(Arc::clone(&live)).is_err() {
             return Err(ApiError::internal("the session's worker stopped"));
         }
@@ -553,9 +547,8 @@ impl Host {
             let mut sessions = self.sessions.lock().await;
             let idle_ids: Vec<String> = sessions
                 .iter()
-                .filter(|(_, hosted)| {
-                    hosted.busy.load(Ordering::Acquire) == 0
-                        && lock(&hosted.last_used).elapsed() >= idle
+                .filter(|(id, hosted)| {
+                    self.busy_with(id).is_none() && lock(&hosted.last_used).elapsed() >= idle
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
@@ -681,7 +674,6 @@ async fn work(
     hooks: Arc<Hooks>,
     mut jobs: mpsc::UnboundedReceiver<Arc<Live>>,
     host: Weak<Host>,
-    busy: Arc<std::sync::atomic::AtomicUsize>,
 ) {
     let (sender, mut envelopes) = mpsc::unbounded_channel::<Arc<EventEnvelope>>();
     let bus = harness.events().bus().clone();
@@ -707,7 +699,6 @@ async fn work(
         if let Err(error) = run.run(&harness, &mut envelopes, &mut order).await {
             tracing::warn!(execution = %execution_id, error = ?error, "an execution's log failed");
         }
-        busy.fetch_sub(1, Ordering::AcqRel);
         if let Some(host) = host.upgrade() {
             host.finished(&execution_id);
         }
