@@ -4,6 +4,7 @@
 pub mod child;
 pub mod fixtures;
 pub mod harness;
+pub mod mcp_servers;
 pub mod mock_llm;
 
 /// The README's Rust examples, compiled and run as doctests so they cannot rot.
