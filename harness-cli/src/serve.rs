@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness_core::store::Store;
-use harness_server::{Server, ServerConfig};
+use harness_server::{Server, ServerConfig, ServerLogs};
 
 use crate::CliError;
 use crate::args::{Global, ServeArgs};
@@ -46,6 +46,11 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<ExitCode, CliErro
             )));
         }
     };
+    // Installed first, so that what loading the configuration logs is kept too.
+    let logs = ServerLogs::default();
+    if tracing::subscriber::set_global_default(logs.subscriber()).is_err() {
+        eprintln!("harness: another logger is installed; GET /logs will stay empty");
+    }
     let settings = Settings::load(global.config.as_deref())?;
     let parts = Arc::new(Parts::load(
         settings,
@@ -63,6 +68,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<ExitCode, CliErro
     config.input_timeout = Duration::from_secs(args.input_timeout);
     config.loopback_callbacks = args.allow_loopback_callbacks;
     config.workspace = Some(parts.workspace.root().to_path_buf());
+    config.logs = logs;
     let server = Server::new(config, store, factory).await?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await

@@ -206,6 +206,14 @@ class Run {
       h("div", { class: "progress-row" }, this.progressEl, this.progressLabel),
       this.tasksEl,
     );
+    this.subagentsEl = h("ul", { class: "subagents", "data-testid": "subagents" });
+    this.subagentBox = h(
+      "section",
+      { class: "subagent-box", "data-testid": "subagent-panel", hidden: true },
+      h("h3", {}, "Subagents"),
+      this.subagentsEl,
+    );
+    this.subagents = new Map(); // the spawning call's id -> its list item
     this.itemsEl = h("div", { class: "transcript", "data-testid": "transcript" });
     this.pendingEl = h("div", { class: "pending", "data-testid": "pending" });
     this.usageEl = h("p", { class: "usage", "data-testid": "usage", hidden: true });
@@ -221,6 +229,7 @@ class Run {
       ),
       this.userEl,
       this.taskBox,
+      this.subagentBox,
       this.itemsEl,
       this.pendingEl,
       this.usageEl,
@@ -366,6 +375,10 @@ class Run {
         tool.setState(frame.kind === "approval" ? "awaiting-approval" : "awaiting-answer");
         break;
       }
+      case "subagent_start":
+      case "subagent_end":
+        this.setSubagent(frame);
+        break;
       case "error":
         this.addNote(
           "error",
@@ -448,6 +461,40 @@ class Run {
         ),
       ),
     );
+  }
+
+  /** A subagent the model spawned: started (running) or ended (completed or failed). */
+  setSubagent(frame) {
+    this.subagentBox.hidden = false;
+    let item = this.subagents.get(frame.call_id);
+    if (!item) {
+      item = {
+        status: h("span", { class: "subagent-status" }),
+        detail: h("span", { class: "subagent-detail" }),
+        root: null,
+      };
+      item.root = h(
+        "li",
+        { class: "subagent", "data-testid": "subagent", "data-call-id": frame.call_id },
+        h("strong", {}, frame.agent_type ?? "subagent"),
+        " ",
+        item.status,
+        " ",
+        item.detail,
+      );
+      this.subagents.set(frame.call_id, item);
+      this.subagentsEl.append(item.root);
+    }
+    if (frame.type === "subagent_start") {
+      item.root.dataset.status = "running";
+      item.status.textContent = "running";
+      item.detail.textContent = `${frame.task ?? ""} (${frame.model_id ?? "?"})`;
+    } else {
+      item.root.dataset.status = frame.success === false ? "failed" : "completed";
+      item.status.textContent = item.root.dataset.status;
+      const seconds = (Number(frame.duration_ms) || 0) / 1000;
+      item.detail.append(` in ${seconds.toFixed(1)} s`);
+    }
   }
 
   setProgress(frame) {

@@ -5,6 +5,10 @@
 //! memory blocks (as `<memory_blocks>`) follow the harness's own instructions, the tools offered
 //! are those the lists let through, and a call of another tool is refused at the gate. An edit
 //! of the agent or a block reaches the next model call.
+//!
+//! A subagent is spawned by an agent and runs tasks in a session of its own: its sessions see
+//! its system prompt (its parent's when it has none), its model (or its parent's), and its
+//! parent's tool lists and memory blocks, read on every call like an agent's.
 
 use std::sync::Arc;
 
@@ -21,6 +25,7 @@ use crate::error::ApiError;
 const AGENTS: &str = "harness-server.agents";
 const BLOCKS: &str = "harness-server.memory";
 const SESSION_AGENTS: &str = "harness-server.session-agents";
+const SUBAGENTS: &str = "harness-server.subagents";
 
 /// Which tools an agent may use: `*` in a pattern matches any run of characters.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -74,6 +79,41 @@ pub(crate) struct AgentRecord {
     pub(crate) config: AgentConfig,
     pub(crate) created_at: i64,
     pub(crate) updated_at: i64,
+}
+
+/// A subagent as stored: what it runs with besides its parent's profile, and the session its
+/// tasks run in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SubagentRecord {
+    pub(crate) id: String,
+    pub(crate) parent_agent_id: String,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) system_prompt: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) session_id: String,
+    pub(crate) created_at: i64,
+}
+
+impl SubagentRecord {
+    /// The profile its session runs with, over its parent's.
+    pub(crate) fn profile(&self, parent: &AgentRecord) -> AgentRecord {
+        AgentRecord {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            config: AgentConfig {
+                model: self.model.clone().or_else(|| parent.config.model.clone()),
+                system_prompt: self
+                    .system_prompt
+                    .clone()
+                    .or_else(|| parent.config.system_prompt.clone()),
+                tools_access: parent.config.tools_access.clone(),
+            },
+            created_at: self.created_at,
+            updated_at: self.created_at,
+        }
+    }
 }
 
 /// A memory block: a labelled text every model call of the agent's sessions sees.
@@ -145,14 +185,21 @@ impl Agents {
         Ok(agents)
     }
 
-    /// An agent, or `404`.
-    pub(crate) async fn get(&self, id: &str) -> Result<AgentRecord, ApiError> {
-        let record = self
-            .store
+    async fn agent_record(&self, id: &str) -> Result<Option<AgentRecord>, ApiError> {
+        self.store
             .record(AGENTS, id)
             .await?
-            .ok_or_else(|| ApiError::not_found("agent", id))?;
-        serde_json::from_value(record.value).map_err(|error| corrupt("agent", id, &error))
+            .map(|record| {
+                serde_json::from_value(record.value).map_err(|error| corrupt("agent", id, &error))
+            })
+            .transpose()
+    }
+
+    /// An agent, or `404`.
+    pub(crate) async fn get(&self, id: &str) -> Result<AgentRecord, ApiError> {
+        self.agent_record(id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("agent", id))
     }
 
     /// Stores an agent.
@@ -162,7 +209,8 @@ impl Agents {
         self.put(AGENTS, &agent.id, value, None).await
     }
 
-    /// Deletes an agent and its memory blocks.
+    /// Deletes an agent, its memory blocks and its subagents' records (their sessions stay,
+    /// with no tools: see [`Agents::access`]).
     pub(crate) async fn delete(&self, id: &str) -> Result<(), ApiError> {
         self.get(id).await?;
         let blocks = self
@@ -172,7 +220,79 @@ impl Agents {
             .map(|block| block_key(id, &block.label))
             .collect();
         self.remove(BLOCKS, blocks).await?;
+        let subagents = self
+            .subagents(id)
+            .await?
+            .into_iter()
+            .map(|subagent| subagent.id)
+            .collect();
+        self.remove(SUBAGENTS, subagents).await?;
         self.remove(AGENTS, vec![id.to_owned()]).await
+    }
+
+    /// The subagents `parent` spawned, oldest first.
+    pub(crate) async fn subagents(&self, parent: &str) -> Result<Vec<SubagentRecord>, ApiError> {
+        let mut subagents = Vec::new();
+        for record in self.store.records(SUBAGENTS, "").await? {
+            let subagent: SubagentRecord = serde_json::from_value(record.value)
+                .map_err(|error| corrupt("subagent", &record.key, &error))?;
+            if subagent.parent_agent_id == parent {
+                subagents.push(subagent);
+            }
+        }
+        subagents.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(subagents)
+    }
+
+    async fn subagent_record(&self, id: &str) -> Result<Option<SubagentRecord>, ApiError> {
+        self.store
+            .record(SUBAGENTS, id)
+            .await?
+            .map(|record| {
+                serde_json::from_value(record.value)
+                    .map_err(|error| corrupt("subagent", id, &error))
+            })
+            .transpose()
+    }
+
+    /// A subagent of `parent`, or `404`.
+    pub(crate) async fn subagent(
+        &self,
+        parent: &str,
+        id: &str,
+    ) -> Result<SubagentRecord, ApiError> {
+        self.get(parent).await?;
+        self.subagent_record(id)
+            .await?
+            .filter(|subagent| subagent.parent_agent_id == parent)
+            .ok_or_else(|| ApiError::not_found("subagent", id))
+    }
+
+    /// Stores a subagent.
+    pub(crate) async fn save_subagent(&self, subagent: &SubagentRecord) -> Result<(), ApiError> {
+        let value = serde_json::to_value(subagent).map_err(|error| {
+            ApiError::internal(format!("a subagent did not serialize: {error}"))
+        })?;
+        self.put(SUBAGENTS, &subagent.id, value, None).await
+    }
+
+    /// Forgets a subagent.
+    pub(crate) async fn delete_subagent(&self, id: &str) -> Result<(), ApiError> {
+        self.remove(SUBAGENTS, vec![id.to_owned()]).await
+    }
+
+    /// What a session bound to `id` runs with, and whose memory blocks it sees: an agent's own
+    /// profile, or a subagent's over its parent's.
+    async fn profile(&self, id: &str) -> Result<(AgentRecord, String), ApiError> {
+        if let Some(agent) = self.agent_record(id).await? {
+            return Ok((agent, id.to_owned()));
+        }
+        let subagent = self
+            .subagent_record(id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("agent", id))?;
+        let parent = self.get(&subagent.parent_agent_id).await?;
+        Ok((subagent.profile(&parent), parent.id))
     }
 
     /// An agent's memory blocks, by label.
@@ -289,8 +409,8 @@ impl Agents {
     /// The tools `agent` may use (none if it cannot be read: a profile that fails to load
     /// must not widen what runs).
     async fn access(&self, agent: &str) -> ToolsAccess {
-        match self.get(agent).await {
-            Ok(record) => record.config.tools_access.unwrap_or_default(),
+        match self.profile(agent).await {
+            Ok((record, _)) => record.config.tools_access.unwrap_or_default(),
             Err(error) => {
                 tracing::warn!(agent, error = error.message(), "reading an agent failed");
                 ToolsAccess {
@@ -303,18 +423,20 @@ impl Agents {
 
     /// The harness's prompt, then the agent's, then its memory blocks.
     async fn system_prompt(&self, agent: &str, mut prompt: String) -> String {
-        match self.get(agent).await {
-            Ok(record) => {
+        let memory_of = match self.profile(agent).await {
+            Ok((record, memory_of)) => {
                 if let Some(own) = record.config.system_prompt.filter(|own| !own.is_empty()) {
                     prompt.push_str("\n\n");
                     prompt.push_str(&own);
                 }
+                memory_of
             }
             Err(error) => {
                 tracing::warn!(agent, error = error.message(), "reading an agent failed");
+                agent.to_owned()
             }
-        }
-        let blocks = match self.blocks(agent).await {
+        };
+        let blocks = match self.blocks(&memory_of).await {
             Ok(blocks) => blocks,
             Err(error) => {
                 tracing::warn!(

@@ -117,6 +117,26 @@ enum Frame {
     Spec(ExecutionEvent),
     Input(InputFrame),
     Answered(AnsweredFrame),
+    Subagent(SubagentFrame),
+}
+
+/// A subagent the model spawned (its `subagent` call, `call_id`) started or ended; what it
+/// did shows in that call's `tool_result`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum SubagentFrame {
+    SubagentStart {
+        call_id: String,
+        agent_type: String,
+        task: String,
+        model_id: String,
+    },
+    SubagentEnd {
+        call_id: String,
+        agent_type: String,
+        success: bool,
+        duration_ms: u64,
+    },
 }
 
 /// `{"type": "input_answered", "call_id"}`: what the execution waited for was answered (or
@@ -734,6 +754,11 @@ impl Execution<'_> {
             // Cancelled while it waited: the cancel ended it.
             return Ok(());
         }
+        tracing::info!(
+            execution = %running.id,
+            session = %running.session_id,
+            "execution started"
+        );
         if self.live.cancelled.load(Ordering::Acquire) {
             let message = "the execution was cancelled before it started";
             let frames = failure("cancelled", message, UsageStats::default());
@@ -837,6 +862,34 @@ impl Execution<'_> {
             }
             HarnessEvent::ToolApprovalAnswered { tool_call_id, .. } => {
                 return self.answered(tool_call_id).into_iter().collect();
+            }
+            HarnessEvent::SubagentStart {
+                tool_call_id,
+                agent_type,
+                task,
+                model_id,
+                ..
+            } => {
+                return vec![Frame::Subagent(SubagentFrame::SubagentStart {
+                    call_id: tool_call_id.clone(),
+                    agent_type: agent_type.clone(),
+                    task: task.clone(),
+                    model_id: model_id.clone(),
+                })];
+            }
+            HarnessEvent::SubagentEnd {
+                tool_call_id,
+                agent_type,
+                is_error,
+                duration_ms,
+                ..
+            } => {
+                return vec![Frame::Subagent(SubagentFrame::SubagentEnd {
+                    call_id: tool_call_id.clone(),
+                    agent_type: agent_type.clone(),
+                    success: !is_error,
+                    duration_ms: *duration_ms,
+                })];
             }
             HarnessEvent::ToolStart {
                 tool_call_id,
@@ -1031,6 +1084,22 @@ impl Execution<'_> {
         self.store.write(ops).await?;
         self.last_seq += frames.len() as u64;
         self.live.bump();
+        let duration_ms = now.saturating_sub(record.started_at);
+        match &record.error {
+            Some(error) if record.status != ExecutionStatus::Completed => tracing::warn!(
+                execution = %record.id,
+                status = ?record.status,
+                duration_ms,
+                error = %error,
+                "execution ended"
+            ),
+            _ => tracing::info!(
+                execution = %record.id,
+                status = ?record.status,
+                duration_ms,
+                "execution ended"
+            ),
+        }
         let data = json!({
             "session_id": record.session_id,
             "execution_id": record.id,

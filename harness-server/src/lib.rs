@@ -33,7 +33,11 @@
 //! - **tools**: the harness's own tools, and custom tools registered at runtime that call a
 //!   webhook.
 //! - **planning**: an execution's plan, its session's task list.
+//! - **subagents**: an agent's subagents, each running the tasks delegated to it in a session
+//!   of its own, with its prompt and model over its parent's tool lists and memory.
 //! - **hooks**: signed webhooks before and after tools, and when executions end or fail.
+//! - **diagnostics** and **logs**: uptime, memory, load; the process's `tracing` events kept
+//!   in a ring ([`ServerLogs`]), listed or streamed.
 //!
 //! Every other spec route answers `501` with the spec's error body, and `capabilities` lists
 //! what is and is not provided.
@@ -54,6 +58,7 @@ mod console;
 mod error;
 mod hooks;
 mod host;
+mod logs;
 pub mod openapi;
 mod routes;
 mod state;
@@ -71,6 +76,7 @@ pub use agents::{AgentConfig, ToolsAccess};
 pub use error::{ApiError, ErrorBody, ErrorResponse};
 pub use hooks::{Hook, HookEvent, HookHandler, sign};
 pub use host::{AwaitingInput, ExecutionStatus, HarnessFactory, ToolCallRecord};
+pub use logs::{DEFAULT_LOG_CAPACITY, LogLayer, LogLevel, LogRecord, ServerLogs};
 pub use routes::{SPEC_ROUTES, SpecRoute, Transport};
 pub use tools::ToolHandler;
 
@@ -108,6 +114,9 @@ pub struct ServerConfig {
     /// The directory the files routes serve, every path resolved beneath it (none by default:
     /// they answer `501`).
     pub workspace: Option<std::path::PathBuf>,
+    /// The logs `GET /logs` serves: install [`ServerLogs::layer`] (or
+    /// [`ServerLogs::subscriber`]) in the process's `tracing` subscriber to fill them.
+    pub logs: ServerLogs,
 }
 
 impl ServerConfig {
@@ -124,6 +133,7 @@ impl ServerConfig {
             loopback_callbacks: false,
             hook_retry_after: Duration::from_secs(1),
             workspace: None,
+            logs: ServerLogs::default(),
         }
     }
 }
@@ -182,6 +192,7 @@ impl Server {
             started_at: unix_ms(),
             openapi: std::sync::OnceLock::new(),
             workspace,
+            closing: tokio_util::sync::CancellationToken::new(),
         });
         state.prune().await.map_err(ServerError::Start)?;
         let recovered = state.host.recover().await.map_err(ServerError::Start)?;
@@ -221,8 +232,13 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
         let sweeper = tokio::spawn(sweep(Arc::clone(&self.state)));
+        let closing = self.state.closing.clone();
         let served = axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                // Streams that would stay open end, so that their connections can close.
+                closing.cancel();
+            })
             .await;
         sweeper.abort();
         Ok(served?)

@@ -13,7 +13,9 @@ use utoipa::openapi::{ContentBuilder, Ref, Required, ResponseBuilder, ResponsesB
 
 use harness_protocol::open_harness::ExecutionEvent;
 
-use crate::api::{agents, execution, files, hooks, is_built, planning, registry, sessions, tools};
+use crate::api::{
+    agents, execution, files, hooks, is_built, logs, planning, registry, sessions, subagents, tools,
+};
 use crate::error::ErrorResponse;
 use crate::routes::SPEC_ROUTES;
 
@@ -51,6 +53,16 @@ server does not provide answer 501 with the spec's error body.",
         execution::send_input,
         execution::list_artifacts,
         execution::download_artifact,
+        logs::list,
+        logs::stream,
+        subagents::list,
+        subagents::spawn,
+        subagents::get_subagent,
+        subagents::terminate,
+        subagents::delegate,
+        subagents::delegate_stream,
+        subagents::result,
+        subagents::attach,
         agents::list,
         agents::create,
         agents::get_agent,
@@ -152,7 +164,8 @@ fn describe_streams(document: &mut Value) {
     schemas["ExecutionFrame"] = json!({
         "description": "An execution event of the spec, or an extension frame: \
             `awaiting_input` (an approval or question waits; see AwaitingInput) and \
-            `input_answered` (`call_id` no longer waits).",
+            `input_answered` (`call_id` no longer waits), `subagent_start` and `subagent_end` \
+            (a subagent the model spawned with its `subagent` call `call_id`).",
         "anyOf": [
             { "$ref": "#/components/schemas/ExecutionEvent" },
             {
@@ -161,6 +174,28 @@ fn describe_streams(document: &mut Value) {
                 "properties": {
                     "type": { "type": "string", "enum": ["awaiting_input", "input_answered"] },
                     "call_id": { "type": "string" }
+                }
+            },
+            {
+                "type": "object",
+                "required": ["type", "call_id", "agent_type", "task", "model_id"],
+                "properties": {
+                    "type": { "const": "subagent_start" },
+                    "call_id": { "type": "string" },
+                    "agent_type": { "type": "string" },
+                    "task": { "type": "string" },
+                    "model_id": { "type": "string" }
+                }
+            },
+            {
+                "type": "object",
+                "required": ["type", "call_id", "agent_type", "success", "duration_ms"],
+                "properties": {
+                    "type": { "const": "subagent_end" },
+                    "call_id": { "type": "string" },
+                    "agent_type": { "type": "string" },
+                    "success": { "type": "boolean" },
+                    "duration_ms": { "type": "integer", "minimum": 0 }
                 }
             }
         ]
@@ -178,11 +213,29 @@ fn describe_streams(document: &mut Value) {
             }
         }
     });
+    schemas["LogFrame"] = json!({
+        "type": "object",
+        "required": ["event", "id", "data"],
+        "properties": {
+            "event": { "const": "log" },
+            "id": { "type": "string", "pattern": "^[0-9]+$" },
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": { "$ref": "#/components/schemas/LogEntry" }
+            }
+        }
+    });
     rewrite_refs(schemas);
     for operation in operations(document) {
+        let frame = if operation["operationId"] == "diagnostics.streamLogs" {
+            "LogFrame"
+        } else {
+            "SseFrame"
+        };
         // `get_mut`, not indexing: indexing would add the missing keys as nulls.
         if let Some(stream) = operation.pointer_mut("/responses/200/content/text~1event-stream") {
-            stream["schema"] = json!({ "$ref": "#/components/schemas/SseFrame" });
+            stream["schema"] = json!({ "$ref": format!("#/components/schemas/{frame}") });
         }
     }
 }

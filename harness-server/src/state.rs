@@ -17,6 +17,8 @@ pub(crate) struct State {
     pub(crate) openapi: OnceLock<String>,
     /// The files the files routes serve, if the server has a workspace.
     pub(crate) workspace: Option<harness_workspace::Workspace>,
+    /// Cancelled when the server shuts down: streams that would stay open end.
+    pub(crate) closing: tokio_util::sync::CancellationToken,
 }
 
 impl State {

@@ -1,19 +1,25 @@
-//! An execution's SSE stream, read from its event log: what was stored after the client's
-//! `Last-Event-ID`, then whatever is appended, until the log is closed.
+//! The SSE streams: an execution's, read from its event log (what was stored after the
+//! client's `Last-Event-ID`, then whatever is appended, until the log is closed), and the
+//! server's logs, read from their ring.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
 use harness_store::{LoggedEvent, Store};
 use harness_tags::util::unix_ms;
 use serde::Deserialize;
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
+use crate::logs::{LogEntry, LogLevel, LogRecord, ServerLogs};
 use crate::state::State;
 
 /// The most frames read from the store at a time.
@@ -77,13 +83,23 @@ pub(crate) async fn execution_stream(
         id: id.to_owned(),
         after,
         changes,
+        closing: state.closing.clone(),
         ended: false,
     };
     let body = futures_util::stream::unfold(reader, |mut reader| async move {
         let chunk = reader.next_chunk().await?;
-        Some((Ok::<Bytes, Infallible>(chunk), reader))
+        Some((chunk, reader))
     });
-    let mut response = Response::new(Body::from_stream(body));
+    let mut response = event_stream(body);
+    if let Ok(value) = HeaderValue::from_str(id) {
+        response.headers_mut().insert("x-execution-id", value);
+    }
+    Ok(response)
+}
+
+/// A `200` `text/event-stream` response of `chunks`.
+fn event_stream(chunks: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+    let mut response = Response::new(Body::from_stream(chunks.map(Ok::<Bytes, Infallible>)));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
     headers.insert(
@@ -91,10 +107,79 @@ pub(crate) async fn execution_stream(
         HeaderValue::from_static("text/event-stream"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Ok(value) = HeaderValue::from_str(id) {
-        headers.insert("x-execution-id", value);
+    response
+}
+
+/// How often an idle log stream sends a comment, so that a client gone away is noticed.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The server's logs at `minimum` and above, from after entry `after`: what the ring keeps,
+/// then each new entry, until the server shuts down. `event:` is `log`, `id:` the entry's
+/// number, `data:` the entry.
+pub(crate) fn log_stream(state: &Arc<State>, after: u64, minimum: LogLevel) -> Response {
+    let logs = state.config.logs.clone();
+    // Watch before reading, so that nothing kept in between goes unnoticed.
+    let live = logs.watch();
+    let pending: VecDeque<LogRecord> = logs.after(after).into();
+    let mut keep_alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let tail = LogTail {
+        logs,
+        live,
+        pending,
+        last: after,
+        minimum,
+        keep_alive,
+        closing: state.closing.clone(),
+    };
+    event_stream(futures_util::stream::unfold(tail, |mut tail| async move {
+        let chunk = tail.next_chunk().await?;
+        Some((chunk, tail))
+    }))
+}
+
+struct LogTail {
+    logs: ServerLogs,
+    live: broadcast::Receiver<LogRecord>,
+    pending: VecDeque<LogRecord>,
+    last: u64,
+    minimum: LogLevel,
+    keep_alive: tokio::time::Interval,
+    closing: CancellationToken,
+}
+
+impl LogTail {
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            while let Some(record) = self.pending.pop_front() {
+                // The ring and the live channel overlap: each entry goes once.
+                if record.seq <= self.last {
+                    continue;
+                }
+                self.last = record.seq;
+                if record.level >= self.minimum {
+                    let seq = record.seq;
+                    let data = serde_json::to_string(&LogEntry::from(record)).unwrap_or_default();
+                    return Some(Bytes::from(format!(
+                        "event: log\nid: {seq}\ndata: {data}\n\n"
+                    )));
+                }
+            }
+            tokio::select! {
+                received = self.live.recv() => match received {
+                    Ok(record) => self.pending.push_back(record),
+                    // Fell behind the channel: what the ring still keeps follows.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.pending.extend(self.logs.after(self.last));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = self.keep_alive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
+                () = self.closing.cancelled() => return None,
+            }
+        }
     }
-    Ok(response)
 }
 
 struct Reader {
@@ -102,6 +187,7 @@ struct Reader {
     id: String,
     after: u64,
     changes: Option<watch::Receiver<u64>>,
+    closing: CancellationToken,
     ended: bool,
 }
 
@@ -139,9 +225,18 @@ impl Reader {
             match &mut self.changes {
                 // The execution's worker bumps this after every append and when it ends.
                 Some(changes) => {
-                    if changes.changed().await.is_err() {
-                        // The worker is gone: read once more, then stop.
-                        self.changes = None;
+                    tokio::select! {
+                        changed = changes.changed() => {
+                            if changed.is_err() {
+                                // The worker is gone: read once more, then stop.
+                                self.changes = None;
+                            }
+                        }
+                        // The server shuts down: the client resumes from its last frame.
+                        () = self.closing.cancelled() => {
+                            self.ended = true;
+                            return None;
+                        }
                     }
                 }
                 // Not run here and not closed: nothing will come (a restart closes what the

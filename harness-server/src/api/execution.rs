@@ -4,13 +4,12 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use harness_core::harness::HarnessError;
 use harness_core::tool::ApprovalAnswer;
 use harness_tags::util::rfc3339;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::shared::{agent, new_execution_id, thread, unsupported, wait_finished};
+use super::shared::{agent, model_refused, new_execution_id, thread, unsupported, wait_finished};
 use super::types::{
     ArtifactSummary, CancelResponse, ExecuteRequest, ExecuteResponse, Execution, ExecutionResponse,
     ExecutionResult, Page, Pagination, ResultResponse, SendInputRequest, SendInputResponse,
@@ -119,11 +118,7 @@ async fn start(state: &Shared, request: ExecuteRequest) -> Result<(String, Strin
             Ok(()) => harness.switch_model(model).await,
             Err(error) => Err(error),
         };
-        checked.map_err(|error| match error {
-            HarnessError::ModelId(_) => ApiError::invalid_field("model", error.to_string()),
-            // A well-formed id this harness cannot use: unknown, or without its key.
-            other => ApiError::unknown("model", model, other.to_string()),
-        })?;
+        checked.map_err(|error| model_refused(model, error))?;
     }
     let id = new_execution_id();
     state
@@ -336,6 +331,13 @@ pub(crate) async fn result(
             "execution `{execution_id}` is still running"
         )));
     }
+    Ok(Json(ResultResponse {
+        result: execution_result(&state, record),
+    }))
+}
+
+/// What a finished execution produced.
+pub(crate) fn execution_result(state: &Shared, record: ExecutionRecord) -> ExecutionResult {
     let tool_calls = record
         .tool_calls
         .iter()
@@ -348,21 +350,18 @@ pub(crate) async fn result(
                 .map_or(0, |end| end.saturating_sub(call.started_at)),
         })
         .collect();
-    let written = artifacts(&state, &record);
-    Ok(Json(ResultResponse {
-        result: ExecutionResult {
-            execution_id: record.id,
-            status: record.status,
-            output: record.output,
-            artifacts: written,
-            tool_calls,
-            usage: record.usage.into(),
-            error: record.error,
-        },
-    }))
+    let written = artifacts(state, &record);
+    ExecutionResult {
+        execution_id: record.id,
+        status: record.status,
+        output: record.output,
+        artifacts: written,
+        tool_calls,
+        usage: record.usage.into(),
+        error: record.error,
+    }
 }
 
-/// The tool calls an execution made.
 #[utoipa::path(get, path = "/v1/harnesses/{harnessId}/executions/{executionId}/tool-calls",
     tag = "execution", operation_id = "execution.listToolCalls",
     params(("harnessId" = String, Path), ("executionId" = String, Path)),

@@ -4,10 +4,12 @@ pub(crate) mod agents;
 pub(crate) mod execution;
 pub(crate) mod files;
 pub(crate) mod hooks;
+pub(crate) mod logs;
 pub(crate) mod planning;
 pub(crate) mod registry;
 pub(crate) mod sessions;
 mod shared;
+pub(crate) mod subagents;
 pub(crate) mod tools;
 pub(crate) mod types;
 
@@ -37,6 +39,8 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "harnesses.capabilities" => on_method(method, registry::capabilities),
         "harnesses.health" => on_method(method, registry::health),
         "diagnostics.get" => on_method(method, registry::diagnostics),
+        "diagnostics.logs" => on_method(method, logs::list),
+        "diagnostics.streamLogs" => on_method(method, logs::stream),
         "sessions.list" => on_method(method, sessions::list),
         "sessions.create" => on_method(method, sessions::create),
         "sessions.get" => on_method(method, sessions::get_session),
@@ -81,6 +85,14 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "files.read" | "files.write" | "files.delete" | "files.download" => {
             on_method(method, files::catch_all)
         }
+        "subagents.list" => on_method(method, subagents::list),
+        "subagents.spawn" => on_method(method, subagents::spawn),
+        "subagents.get" => on_method(method, subagents::get_subagent),
+        "subagents.terminate" => on_method(method, subagents::terminate),
+        "subagents.delegate" => on_method(method, subagents::delegate),
+        "subagents.delegateStream" => on_method(method, subagents::delegate_stream),
+        "subagents.result" => on_method(method, subagents::result),
+        "subagents.attachStream" => on_method(method, subagents::attach),
         "hooks.list" => on_method(method, hooks::list),
         "hooks.register" => on_method(method, hooks::register),
         "hooks.get" => on_method(method, hooks::get_hook),

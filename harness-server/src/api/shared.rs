@@ -1,5 +1,6 @@
 //! What the session and execution handlers share.
 
+use harness_core::harness::HarnessError;
 use harness_store::ThreadRecord;
 
 use crate::agents::AgentRecord;
@@ -60,6 +61,16 @@ pub(crate) fn signing_secret(given: Option<String>) -> Result<String, ApiError> 
         )),
         None => crate::random_secret()
             .map_err(|error| ApiError::internal(format!("no random bytes for a secret: {error}"))),
+    }
+}
+
+/// Why a model named in a request cannot be used: `400` for an id that is not
+/// `provider/name`, `404` for a well-formed one this harness cannot use (unknown, or without
+/// its key).
+pub(crate) fn model_refused(model: &str, error: HarnessError) -> ApiError {
+    match error {
+        HarnessError::ModelId(_) => ApiError::invalid_field("model", error.to_string()),
+        other => ApiError::unknown("model", model, other.to_string()),
     }
 }
 

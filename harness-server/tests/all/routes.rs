@@ -42,6 +42,7 @@ struct Ids {
     hook: String,
     agent: String,
     tool: String,
+    subagent: String,
 }
 
 /// The route's path with real ids.
@@ -54,6 +55,7 @@ fn path(route: &SpecRoute, ids: &Ids) -> String {
         ("{hookId}", ids.hook.as_str()),
         ("{agentId}", ids.agent.as_str()),
         ("{toolId}", ids.tool.as_str()),
+        ("{subagentId}", ids.subagent.as_str()),
         ("{artifactId}", "art_1"),
         ("{label}", "notes"),
         ("{path}", "notes.txt"),
@@ -83,6 +85,8 @@ fn body(route: &SpecRoute, session: &str) -> Option<Value> {
         "memory.createBlock" => json!({ "label": "more", "value": "v" }),
         "files.mkdir" => json!({ "path": "made/here" }),
         "memory.updateBlock" => json!({ "value": "changed" }),
+        "subagents.spawn" => json!({ "name": "routes", "description": "a subagent" }),
+        "subagents.delegate" | "subagents.delegateStream" => json!({ "task": "hi" }),
         _ if route.method == "POST" || route.method == "PUT" || route.method == "PATCH" => {
             json!({})
         }
@@ -128,12 +132,32 @@ async fn setup(served: &Served, workspace: &std::path::Path) -> Ids {
         )
         .await;
     let tool = served.post("/tools", never_run()).await;
+    let subagents = format!("/agents/{agent}/subagents");
+    let subagent = served
+        .post(
+            &subagents,
+            json!({ "name": "routes", "description": "a subagent" }),
+        )
+        .await;
+    let subagent = subagent.body["subagent"]["id"].as_str().unwrap().to_owned();
+    let delegated = served
+        .post(
+            &format!("{subagents}/{subagent}/delegate"),
+            json!({ "task": "hi" }),
+        )
+        .await;
+    assert_eq!(
+        delegated.body["status"], "completed",
+        "{:?}",
+        delegated.body
+    );
     Ids {
         session,
         execution,
         hook: hook.body["hook"]["id"].as_str().unwrap().to_owned(),
         agent,
         tool: tool.body["tool"]["id"].as_str().unwrap().to_owned(),
+        subagent,
     }
 }
 
@@ -150,6 +174,7 @@ async fn every_route_needs_the_token() {
             hook: "h".into(),
             agent: "a".into(),
             tool: "t".into(),
+            subagent: "sa".into(),
         };
         let url = format!("{}{}", served.base, path(route, &ids));
         let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap();
@@ -169,7 +194,14 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
         &dir.path().join("h.db"),
         answers,
         std::sync::Arc::new(move |builder| builder.tool(tools.write_file())),
-        move |config| config.workspace = Some(root),
+        move |config| {
+            config.workspace = Some(root);
+            config.logs.push(
+                harness_server::LogLevel::Info,
+                "kept".into(),
+                Default::default(),
+            );
+        },
     )
     .await;
     let document: Value = served
@@ -216,6 +248,15 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
                 "notes"
             };
             assert_eq!(response.bytes().await.unwrap(), expected);
+            provided += 1;
+            continue;
+        }
+        if route.id == "diagnostics.streamLogs" {
+            assert_eq!(status, 200);
+            // The log stream stays open: its first entry is enough.
+            let seen = frames(response, Some(1)).await;
+            assert_eq!(seen[0].event, "log");
+            assert_eq!(seen[0].data["message"], "kept");
             provided += 1;
             continue;
         }
@@ -280,5 +321,5 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             );
         }
     }
-    assert_eq!(provided, 54);
+    assert_eq!(provided, 64);
 }

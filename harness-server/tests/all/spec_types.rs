@@ -228,6 +228,27 @@ fn file() -> Value {
     )
 }
 
+fn subagent() -> Value {
+    object(
+        &[
+            "id",
+            "name",
+            "description",
+            "status",
+            "parent_agent_id",
+            "created_at",
+        ],
+        json!({
+            "id": { "type": "string" },
+            "name": { "type": "string" },
+            "description": { "type": "string" },
+            "status": { "enum": ["idle", "running", "completed", "failed"] },
+            "parent_agent_id": { "type": "string" },
+            "created_at": time()
+        }),
+    )
+}
+
 fn plan_task() -> Value {
     object(
         &["id", "content", "status", "order"],
@@ -279,7 +300,7 @@ pub(crate) fn response(id: &str) -> Option<Value> {
             &["execution", "cancelled"],
             json!({ "execution": execution(), "cancelled": { "type": "boolean" } }),
         ),
-        "execution.result" => wrap(
+        "execution.result" | "subagents.result" => wrap(
             "result",
             object(
                 &[
@@ -314,6 +335,21 @@ pub(crate) fn response(id: &str) -> Option<Value> {
             json!({ "type": "array", "items": object(&["id", "name", "mime_type", "size_bytes"], json!({
                 "size_bytes": { "type": "integer" }
             })) }),
+        ),
+        "diagnostics.logs" => page(object(
+            &["timestamp", "level", "message"],
+            json!({
+                "timestamp": time(),
+                "level": { "enum": ["debug", "info", "warn", "error"] },
+                "message": { "type": "string" },
+                "context": { "type": "object" }
+            }),
+        )),
+        "subagents.list" => wrap("subagents", json!({ "type": "array", "items": subagent() })),
+        "subagents.spawn" | "subagents.get" => wrap("subagent", subagent()),
+        "subagents.delegate" => object(
+            &["execution_id", "status"],
+            json!({ "execution_id": { "type": "string" }, "status": execution_status() }),
         ),
         "execution.sendInput" => {
             object(&["accepted"], json!({ "accepted": { "type": "boolean" } }))
