@@ -45,26 +45,96 @@ const BINARY_PROBE: usize = 8192;
 /// Directories never descended into.
 const SKIPPED_DIRS: [&str; 4] = ["target", "node_modules", "__pycache__", "dist"];
 
-/// The async tool: the search runs on a blocking thread, which watches the run's abort.
+/// The async tool: [`Workspace::search`] with the tool's pattern, as `path:line: text` lines.
 pub(super) async fn run(
     workspace: Workspace,
     args: GrepArgs,
     ctx: &ToolContext,
 ) -> Result<String, ToolError> {
-    let pattern = regex::RegexBuilder::new(&args.pattern)
-        .case_insensitive(args.ignore_case.unwrap_or(false))
-        .build()
-        .map_err(|error| ToolError::new(format!("invalid pattern: {error}")))?;
-    let stop = Stop {
-        abort: ctx.abort.clone(),
-        deadline: Instant::now() + TIMEOUT,
+    let query = SearchQuery {
+        glob: None,
+        grep: Some(args.pattern),
+        ignore_case: args.ignore_case.unwrap_or(false),
+        max_results: MAX_MATCHES,
     };
     let start = args.path.unwrap_or_else(|| ".".to_owned());
-    let search = tokio::task::spawn_blocking(move || search(&workspace, &start, &pattern, &stop));
-    tokio::select! {
-        done = search => done.map_err(|error| ToolError::new(format!("the search failed: {error}")))?,
-        () = ctx.abort.cancelled() => Err(cancelled()),
+    report(workspace.search(&start, &query, &ctx.abort).await?)
+}
+
+/// What [`Workspace::search`] looks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SearchQuery {
+    /// Only files whose path matches this glob: against the file's name if the glob has no
+    /// `/`, else against its path from the root, where `*` stays within a directory and `**`
+    /// crosses them (`src/**/*.rs`).
+    pub glob: Option<String>,
+    /// A regular expression (Rust `regex` syntax): the matches are the lines it matches;
+    /// without one, the files are the matches.
+    pub grep: Option<String>,
+    /// Whether `grep` ignores case.
+    pub ignore_case: bool,
+    /// The most matches returned.
+    pub max_results: usize,
+}
+
+impl Workspace {
+    /// Searches beneath `start` (a file or a directory, relative to the root) as the `grep`
+    /// tool does: symbolic links are not followed, hidden entries, `target`,
+    /// `node_modules`, what `.gitignore` and `.ignore` exclude, files over 2 MiB and binary
+    /// files are skipped, and it stops after 30 s or on `abort`. Runs on a blocking thread.
+    pub async fn search(
+        &self,
+        start: &str,
+        query: &SearchQuery,
+        abort: &CancellationToken,
+    ) -> Result<SearchResults, ToolError> {
+        let grep = match &query.grep {
+            Some(pattern) => Some(
+                regex::RegexBuilder::new(pattern)
+                    .case_insensitive(query.ignore_case)
+                    .build()
+                    .map_err(|error| ToolError::new(format!("invalid pattern: {error}")))?,
+            ),
+            None => None,
+        };
+        let glob = match &query.glob {
+            Some(glob) => Some(
+                globset::GlobBuilder::new(glob)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|error| ToolError::new(format!("invalid glob: {error}")))?
+                    .compile_matcher(),
+            ),
+            None => None,
+        };
+        let query = Query {
+            grep,
+            whole_path: query.glob.as_ref().is_some_and(|glob| glob.contains('/')),
+            glob,
+            max: query.max_results,
+        };
+        let stop = Stop {
+            abort: abort.clone(),
+            deadline: Instant::now() + TIMEOUT,
+        };
+        let workspace = self.clone();
+        let start = start.to_owned();
+        let search = tokio::task::spawn_blocking(move || search(&workspace, &start, &query, &stop));
+        tokio::select! {
+            done = search => done.map_err(|error| ToolError::new(format!("the search failed: {error}")))?,
+            () = abort.cancelled() => Err(cancelled()),
+        }
     }
+}
+
+/// What a search looks for: files whose path matches `glob` (all without one), and in them
+/// the lines `grep` matches (without it, the files are the matches); at most `max` matches.
+pub(super) struct Query {
+    pub(super) grep: Option<Regex>,
+    pub(super) glob: Option<globset::GlobMatcher>,
+    /// Whether the glob is matched against the whole path (else the file's name).
+    pub(super) whole_path: bool,
+    pub(super) max: usize,
 }
 
 /// When a search must stop.
@@ -79,28 +149,42 @@ fn cancelled() -> ToolError {
     ToolError::new("the search was cancelled")
 }
 
-/// What a search found and why it ended.
-#[derive(Default)]
-struct Found {
-    matches: Vec<String>,
-    full: bool,
-    timed_out: bool,
-    large: usize,
+/// One match: a file, and with a `grep` pattern the line of it that matched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchHit {
+    /// The file, relative to the workspace root, `/`-separated.
+    pub path: String,
+    /// The line's number (from 1) and its text (at most 300 characters).
+    pub line: Option<(usize, String)>,
 }
 
-impl Found {
+/// What a search found and why it ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SearchResults {
+    /// The matches, in walk order (by name, depth first).
+    pub hits: Vec<SearchHit>,
+    /// True if it stopped at its limit.
+    pub full: bool,
+    /// True if it stopped at its time limit (30 s).
+    pub timed_out: bool,
+    /// How many files were skipped for being over 2 MiB.
+    pub large: usize,
+}
+
+impl SearchResults {
     fn done(&self) -> bool {
         self.full || self.timed_out
     }
 }
 
-/// Searches `start` (a file or a directory) for lines matching `pattern`.
+/// Searches `start` (a file or a directory) for what `query` asks.
 pub(super) fn search(
     workspace: &Workspace,
     start: &str,
-    pattern: &Regex,
+    query: &Query,
     stop: &Stop,
-) -> Result<String, ToolError> {
+) -> Result<SearchResults, ToolError> {
     // `.` components would only lengthen the paths shown; the root is the empty path.
     let relative: PathBuf = workspace
         .relative(start)?
@@ -111,11 +195,11 @@ pub(super) fn search(
         .dir
         .metadata(at(&relative))
         .map_err(|error| workspace.refused(start, &error))?;
-    let mut found = Found::default();
+    let mut found = SearchResults::default();
     if metadata.is_file() {
-        search_file(workspace, &relative, pattern, stop, &mut found);
+        visit_file(workspace, &relative, query, stop, &mut found);
     } else if metadata.is_dir() {
-        walk(workspace, &relative, pattern, stop, &mut found);
+        walk(workspace, &relative, query, stop, &mut found);
     } else {
         return Err(ToolError::new(format!(
             "`{start}` is neither a regular file nor a directory"
@@ -124,14 +208,23 @@ pub(super) fn search(
     if stop.abort.is_cancelled() {
         return Err(cancelled());
     }
-    Ok(report(found))
+    Ok(found)
 }
 
-fn report(found: Found) -> String {
-    let mut out = if found.matches.is_empty() {
+/// The tool's answer: `path:line: text` per match, and why the search stopped.
+fn report(found: SearchResults) -> Result<String, ToolError> {
+    let lines: Vec<String> = found
+        .hits
+        .iter()
+        .map(|hit| match &hit.line {
+            Some((number, text)) => format!("{}:{number}: {text}", hit.path),
+            None => hit.path.clone(),
+        })
+        .collect();
+    let mut out = if lines.is_empty() {
         "no matches".to_owned()
     } else {
-        found.matches.join("\n")
+        lines.join("\n")
     };
     if found.full {
         out.push_str(&format!(
@@ -151,7 +244,7 @@ fn report(found: Found) -> String {
             TIMEOUT.as_secs()
         ));
     }
-    out
+    Ok(out)
 }
 
 /// A directory being walked: its path, its entries not visited yet (in name order) and the
@@ -162,7 +255,13 @@ struct Level {
     rules: Vec<Arc<Gitignore>>,
 }
 
-fn walk(workspace: &Workspace, start: &Path, pattern: &Regex, stop: &Stop, found: &mut Found) {
+fn walk(
+    workspace: &Workspace,
+    start: &Path,
+    query: &Query,
+    stop: &Stop,
+    found: &mut SearchResults,
+) {
     // The rules of the directories above the start apply too.
     let mut rules = Vec::new();
     let mut above = PathBuf::new();
@@ -210,7 +309,7 @@ fn walk(workspace: &Workspace, start: &Path, pattern: &Regex, stop: &Stop, found
                 levels.push(level);
             }
         } else if file_type.is_file() {
-            search_file(workspace, &path, pattern, stop, found);
+            visit_file(workspace, &path, query, stop, found);
         }
         // Symbolic links, pipes, sockets and devices are not searched.
     }
@@ -291,12 +390,50 @@ fn read_small(workspace: &Workspace, path: &Path, max: u64) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
+/// `path`, with `/` between its parts whatever the platform.
+fn shown(path: &Path) -> String {
+    path.components()
+        .map(|part| part.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A regular file the walk reached: a match if its path fits the glob and there is no
+/// pattern; its matching lines if there is one.
+fn visit_file(
+    workspace: &Workspace,
+    path: &Path,
+    query: &Query,
+    stop: &Stop,
+    found: &mut SearchResults,
+) {
+    let name = shown(path);
+    let matched = match &query.glob {
+        None => true,
+        Some(glob) if query.whole_path => glob.is_match(&name),
+        Some(glob) => path.file_name().is_some_and(|file| glob.is_match(file)),
+    };
+    if !matched {
+        return;
+    }
+    match &query.grep {
+        Some(pattern) => search_file(workspace, path, &name, pattern, query.max, stop, found),
+        None if found.hits.len() == query.max => found.full = true,
+        None => found.hits.push(SearchHit {
+            path: name,
+            line: None,
+        }),
+    }
+}
+
 fn search_file(
     workspace: &Workspace,
     path: &Path,
+    name: &str,
     pattern: &Regex,
+    max: usize,
     stop: &Stop,
-    found: &mut Found,
+    found: &mut SearchResults,
 ) {
     let Ok((file, size)) = workspace.open_beneath(path, "") else {
         return;
@@ -321,14 +458,14 @@ fn search_file(
         if !pattern.is_match(line) {
             continue;
         }
-        if found.matches.len() == MAX_MATCHES {
+        if found.hits.len() == max {
             found.full = true;
             return;
         }
-        let line: String = line.chars().take(MAX_LINE).collect();
-        found
-            .matches
-            .push(format!("{}:{}: {line}", path.display(), number + 1));
+        found.hits.push(SearchHit {
+            path: name.to_owned(),
+            line: Some((number + 1, line.chars().take(MAX_LINE).collect())),
+        });
     }
 }
 
@@ -358,8 +495,15 @@ mod tests {
     }
 
     fn grep(workspace: &Workspace, start: &str, pattern: &str) -> Result<String, String> {
-        let pattern = Regex::new(pattern).unwrap();
-        search(workspace, start, &pattern, &stop()).map_err(|e| e.message().to_owned())
+        let query = Query {
+            grep: Some(Regex::new(pattern).unwrap()),
+            glob: None,
+            whole_path: false,
+            max: MAX_MATCHES,
+        };
+        search(workspace, start, &query, &stop())
+            .and_then(report)
+            .map_err(|e| e.message().to_owned())
     }
 
     fn write(root: &Path, path: &str, text: &[u8]) {
@@ -422,11 +566,84 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn globs_pick_files_by_name_or_by_path() {
+        let (dir, workspace) = workspace();
+        write(dir.path(), "src/main.rs", b"fn main() {}\n");
+        write(
+            dir.path(),
+            "src/deep/lib.rs",
+            b"pub fn lib() {}\nfn main() {}\n",
+        );
+        write(dir.path(), "notes.md", b"fn main in prose\n");
+        let search = |glob: &str, grep: Option<&str>, max: usize| {
+            let query = crate::SearchQuery {
+                glob: Some(glob.to_owned()),
+                grep: grep.map(str::to_owned),
+                ignore_case: false,
+                max_results: max,
+            };
+            let workspace = workspace.clone();
+            async move {
+                workspace
+                    .search(".", &query, &CancellationToken::new())
+                    .await
+                    .unwrap()
+            }
+        };
+        let paths = |found: &SearchResults| -> Vec<String> {
+            found.hits.iter().map(|hit| hit.path.clone()).collect()
+        };
+        assert_eq!(
+            paths(&search("*.rs", None, 100).await),
+            ["src/deep/lib.rs", "src/main.rs"]
+        );
+        assert_eq!(paths(&search("src/*.rs", None, 100).await), ["src/main.rs"]);
+        assert_eq!(
+            paths(&search("src/**/*.rs", None, 100).await),
+            ["src/deep/lib.rs", "src/main.rs"]
+        );
+        let lines = search("*.rs", Some("fn main"), 100).await;
+        let found: Vec<(String, usize)> = lines
+            .hits
+            .iter()
+            .map(|hit| (hit.path.clone(), hit.line.as_ref().unwrap().0))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("src/deep/lib.rs".to_owned(), 2),
+                ("src/main.rs".to_owned(), 1)
+            ]
+        );
+        let capped = search("*", None, 1).await;
+        assert_eq!(capped.hits.len(), 1);
+        assert!(capped.full);
+        let bad = crate::SearchQuery {
+            glob: Some("a{".into()),
+            ..Default::default()
+        };
+        let error = workspace
+            .search(".", &bad, &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(
+            error.message().starts_with("invalid glob"),
+            "{}",
+            error.message()
+        );
+    }
+
     #[test]
     fn a_search_stops_on_cancellation_and_at_its_deadline() {
         let (dir, workspace) = workspace();
         write(dir.path(), "a.txt", b"needle\n");
-        let pattern = Regex::new("needle").unwrap();
+        let pattern = Query {
+            grep: Some(Regex::new("needle").unwrap()),
+            glob: None,
+            whole_path: false,
+            max: MAX_MATCHES,
+        };
         let cancelled = Stop {
             abort: CancellationToken::new(),
             deadline: Instant::now() + TIMEOUT,
@@ -439,7 +656,9 @@ mod tests {
             deadline: Instant::now(),
         };
         assert_eq!(
-            search(&workspace, ".", &pattern, &late).unwrap(),
+            search(&workspace, ".", &pattern, &late)
+                .and_then(report)
+                .unwrap(),
             "no matches\n[the search stopped after 30 s: narrow the path]"
         );
     }

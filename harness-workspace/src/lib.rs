@@ -60,6 +60,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 pub use entries::{Entry, Written};
+pub use grep::{SearchHit, SearchQuery, SearchResults};
 pub use shell::ShellArgs;
 
 /// Why a workspace could not be opened.

@@ -3,9 +3,14 @@
 //! test passes without running); in CI (`CI` set) it is a failure, because CI must prove
 //! these tests.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a broken expectation is a failed test
+
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 
 use harness_mcp::McpServer;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
 
 /// Where `.ci/install-mcp-servers` puts the third-party servers.
 pub fn servers_dir() -> PathBuf {
@@ -92,4 +97,55 @@ pub fn time(name: &str, dir: &Path) -> Option<McpServer> {
             .arg("--local-timezone=UTC")
             .cwd(dir),
     )
+}
+
+/// server-everything in its streamable HTTP mode, listening on 127.0.0.1 at a port the system
+/// picked (see `fixtures/loopback.cjs`); killed when dropped.
+#[derive(Debug)]
+pub struct EverythingOverHttp {
+    /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    /// Its port.
+    pub port: u16,
+    /// The node process.
+    pub process: Child,
+}
+
+/// Starts server-everything over streamable HTTP in `dir`, on `port` (0: any free port).
+pub async fn everything_over_http(dir: &Path, port: u16) -> Option<EverythingOverHttp> {
+    let entry = everything_entry()?;
+    let preload = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/loopback.cjs");
+    let mut process = Command::new("node")
+        .arg("--require")
+        .arg(preload)
+        .arg(entry)
+        .arg("streamableHttp")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("PORT", port.to_string())
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node starts");
+    let mut lines = BufReader::new(process.stderr.take().unwrap()).lines();
+    let port = loop {
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the server reports its port before exiting");
+        if let Some(port) = line.strip_prefix("LISTENING ") {
+            break port.trim().parse::<u16>().unwrap();
+        }
+    };
+    // Keep reading, so that the server never blocks on a full stderr pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Some(EverythingOverHttp {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        port,
+        process,
+    })
 }

@@ -141,6 +141,9 @@ pub enum HarnessError {
     /// The run's task ended without a result (it panicked or was cancelled).
     #[error("the run ended without a result: {0}")]
     RunLost(String),
+    /// A task-list edit was refused.
+    #[error(transparent)]
+    Task(#[from] crate::task::TaskError),
 }
 
 /// Runs agents in modes over persisted threads, with one event stream and one display state.

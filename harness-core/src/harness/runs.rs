@@ -80,6 +80,77 @@ impl Harness {
         }
     }
 
+    /// Replaces the session's task list as the `task_write` tool does (ids kept, or assigned
+    /// by [`assign_task_ids`](crate::task::assign_task_ids)) and stores it in the bound thread
+    /// at once; `task_updated` follows. For a user or a front end editing the plan, also
+    /// while a run works on it.
+    pub async fn write_tasks(
+        &self,
+        tasks: &[crate::task::TaskInput],
+    ) -> Result<Vec<crate::task::TaskItem>, HarnessError> {
+        let written = self.inner.session.tasks.write(tasks)?;
+        self.inner.store_tasks().await?;
+        Ok(written)
+    }
+
+    /// Changes one task as the `task_update` tool does, and stores the list at once.
+    pub async fn update_task(
+        &self,
+        id: &str,
+        content: Option<String>,
+        status: Option<crate::task::TaskStatus>,
+    ) -> Result<Vec<crate::task::TaskItem>, HarnessError> {
+        let updated = self.inner.session.tasks.update(id, content, status, None)?;
+        self.inner.store_tasks().await?;
+        Ok(updated)
+    }
+
+    /// Calls the tool `name` of the active mode with `arguments`, outside any run, as the
+    /// model's calls are called ([`Kernel::invoke`](crate::kernel::Kernel::invoke)): `tool.call`
+    /// handlers, the arguments checked against the tool's schema, the permission gate, the
+    /// tool, the result handlers. Nobody is asked: a call the gate would ask the user about is
+    /// refused. The thread bound now, if any, is the calls' context (a permission granted for
+    /// it applies); no thread is created and nothing is stored. A refusal is a
+    /// [`ToolInvocation`](crate::kernel::ToolInvocation) with `refused` set; an error only when
+    /// the mode or its model cannot be used.
+    pub async fn invoke_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<crate::kernel::ToolInvocation, HarnessError> {
+        let inner = &self.inner;
+        let mode_id = inner.session.mode_id();
+        let kernels = inner
+            .kernels
+            .get(&mode_id)
+            .ok_or_else(|| inner.unknown_mode(&mode_id))?;
+        let model_id = inner.session.model_id().ok_or_else(|| {
+            HarnessError::Model(crate::model::ModelError::UnknownModel(
+                "no model is selected for this mode; set a default model or call `switch_model`"
+                    .into(),
+            ))
+        })?;
+        let model = inner.resolve_model(&model_id)?;
+        let mut input = RunInput::new(String::new())
+            .mode(mode_id.as_str())
+            .model(model)
+            .session(Arc::clone(inner) as Arc<dyn SessionSource>);
+        if let Some(thread_id) = inner.session.thread_id() {
+            input = input.thread(thread_id.as_str(), inner.session.resource_id());
+        }
+        let call = harness_tags::ToolCall {
+            id: format!("invoke_{}", inner.new_id()),
+            name: name.to_owned(),
+            arguments,
+        };
+        kernels
+            .main
+            .invoke(input, call)
+            .await
+            // Only without a model, and this input has one.
+            .map_err(|error| HarnessError::InvalidState(error.to_string()))
+    }
+
     /// Queues a message behind the active run (runs drain one by one, in order, each after the
     /// previous ended), or runs it now if nothing is running.
     pub async fn follow_up(&self, content: impl Into<String>) -> Result<FollowUp, HarnessError> {
@@ -344,6 +415,13 @@ impl HarnessInner {
 
     /// Saves the task list with the thread, if it changed.
     async fn save_tasks(&self) {
+        if let Err(error) = self.store_tasks().await {
+            self.emit(storage_error(&error));
+        }
+    }
+
+    /// Stores the task list in the bound thread if it changed.
+    async fn store_tasks(&self) -> Result<(), HarnessError> {
         let tasks = serde_json::to_value(self.session.tasks.tasks()).unwrap_or(Value::Null);
         let unchanged = lock(&self.session.thread).as_ref().is_some_and(|thread| {
             match thread.metadata.get(metadata::TASKS) {
@@ -352,16 +430,12 @@ impl HarnessInner {
             }
         });
         if unchanged {
-            return;
+            return Ok(());
         }
-        if let Err(error) = self
-            .update_metadata(|meta| {
-                meta.insert(metadata::TASKS.into(), tasks);
-            })
-            .await
-        {
-            self.emit(storage_error(&error));
-        }
+        self.update_metadata(|meta| {
+            meta.insert(metadata::TASKS.into(), tasks);
+        })
+        .await
     }
 
     /// A run that cannot start: an error event and a failed summary.

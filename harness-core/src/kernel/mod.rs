@@ -450,6 +450,50 @@ impl Kernel {
     pub async fn run(&self, input: RunInput) -> RunResult {
         run::run(&self.inner, input).await
     }
+
+    /// Calls one tool outside the loop, as a model's call is called: `tool.call` handlers
+    /// reshape or suppress it, its arguments are checked against its schema (nothing heals
+    /// them), the permission gate decides (a verdict that asks the user refuses the call
+    /// unless `input` has a channel to ask on), the tool runs with its timeout, and
+    /// `message.tool-result` / `message.tool-error` handlers reshape the result (so a
+    /// redactor sees it). No model is called and nothing joins a conversation; `input` gives
+    /// the context (thread, mode, model id, channel, abort, observer), its message is unused.
+    /// Fails only without a model (its id is in every context).
+    pub async fn invoke(
+        &self,
+        input: RunInput,
+        call: ToolCall,
+    ) -> Result<ToolInvocation, KernelError> {
+        run::invoke(&self.inner, input, call).await
+    }
+}
+
+/// What a direct call ([`Kernel::invoke`]) did.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ToolInvocation {
+    /// The call as it ran (after `tool.call` handlers).
+    pub call: ToolCall,
+    /// Its result as the result handlers left it: what a model would have seen.
+    pub content: String,
+    /// True if it failed or was refused.
+    pub is_error: bool,
+    /// Why it did not run; `None` if it ran.
+    pub refused: Option<Refusal>,
+    /// How long the tool ran.
+    pub duration_ms: u64,
+}
+
+/// Why a direct call did not run (`content` says more).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// No tool has the name.
+    UnknownTool,
+    /// The arguments do not fit the tool's input schema.
+    InvalidArguments,
+    /// A `tool.call` handler or the permission gate stopped it.
+    Blocked,
 }
 
 /// One run's input: the user's message, the conversation so far, and how the run connects

@@ -508,7 +508,7 @@ impl ToolRegistry {
 
     /// Adds the tools of another registry (compiled there); returns the names it skipped
     /// because a tool of this registry has them.
-    pub(crate) fn absorb(&mut self, other: &ToolRegistry) -> Vec<String> {
+    pub fn absorb(&mut self, other: &ToolRegistry) -> Vec<String> {
         let mut taken = Vec::new();
         let mut specs = self.specs.to_vec();
         for (added, spec) in other.tools.iter().zip(other.specs.iter()) {

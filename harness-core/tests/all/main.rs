@@ -10,6 +10,7 @@ mod harness_approvals;
 mod harness_conversation;
 mod harness_event_order;
 mod harness_flow;
+mod harness_invoke;
 mod harness_streaming;
 mod harness_subagents;
 mod harness_threads;

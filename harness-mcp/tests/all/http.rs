@@ -1,65 +1,16 @@
 //! `@modelcontextprotocol/server-everything` over streamable HTTP, on loopback: listing, a
 //! call, progress over the event stream, and an abort.
 
-use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use harness_core::model::Scripted;
 use harness_mcp::{McpClient, McpError, McpServer, McpState};
 use harness_tags::{Pipeline, RunOutcome};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
 use crate::support;
 
-/// server-everything in its streamable HTTP mode, listening on 127.0.0.1 at a port the system
-/// picked (see `tests/fixtures/loopback.cjs`).
-struct HttpServer {
-    url: String,
-    port: u16,
-    process: Child,
-}
-
-/// Starts the server on `port` (0: any free port).
-async fn start(dir: &Path, port: u16) -> Option<HttpServer> {
-    let entry = support::everything_entry()?;
-    let preload = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/loopback.cjs");
-    let mut process = Command::new("node")
-        .arg("--require")
-        .arg(preload)
-        .arg(entry)
-        .arg("streamableHttp")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("PORT", port.to_string())
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("node starts");
-    let mut lines = BufReader::new(process.stderr.take().unwrap()).lines();
-    let port = loop {
-        let line = lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("the server reports its port before exiting");
-        if let Some(port) = line.strip_prefix("LISTENING ") {
-            break port.trim().parse::<u16>().unwrap();
-        }
-    };
-    // Keep reading, so that the server never blocks on a full stderr pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Some(HttpServer {
-        url: format!("http://127.0.0.1:{port}/mcp"),
-        port,
-        process,
-    })
-}
+use harness_tests::mcp_servers::everything_over_http as start;
 
 #[tokio::test]
 async fn tools_are_listed_and_called_over_streamable_http_with_progress_and_abort() {

@@ -11,9 +11,7 @@ use harness_mcp::{McpClient, McpHarnessExt, McpServer};
 use harness_tags::KernelMessage;
 use tokio::task::JoinHandle;
 
-pub(crate) use harness_tests::mcp_servers::{
-    everything, everything_entry, filesystem, program, time,
-};
+pub(crate) use harness_tests::mcp_servers::{everything, filesystem, program, time};
 
 /// The badly behaved fixture server, in `mode` (`serve`, `exit-at-start`, `silent-start`).
 pub(crate) fn misbehaving(name: &str, mode: &str, dir: &Path) -> Option<McpServer> {

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::kernel::healing::{Healing, heal_tool_call};
 use crate::kernel::state::{Transition, apply};
-use crate::kernel::{FinishedCall, KernelEvent};
+use crate::kernel::{FinishedCall, KernelEvent, Refusal, ToolInvocation};
 use crate::tool::{ApprovalRequest, RegisteredTool, ToolContext, ToolOutput};
 
 use super::{Decision, End, Run};
@@ -186,6 +186,16 @@ impl Run<'_> {
             }
         };
 
+        self.admit(call, healed).await
+    }
+
+    /// Reshapes (`tool.call`) and gates a call whose arguments are valid.
+    async fn admit(&mut self, call: ToolCall, healed: bool) -> Prepared {
+        let answer = |call: ToolCall, healed: bool, message: String| Prepared {
+            call,
+            healed,
+            action: Action::Answer(message),
+        };
         let ctx = self.call_ctx(&call.name, &call.id);
         let call = match self
             .kernel
@@ -285,6 +295,68 @@ impl Run<'_> {
                     _ => answer(call, healed, "Aborted before approval.".to_owned()),
                 }
             }
+        }
+    }
+
+    /// One call from outside the loop ([`Kernel::invoke`](crate::kernel::Kernel::invoke)):
+    /// its arguments must be valid as they are (nothing heals them), then it is reshaped,
+    /// gated, run and its result reshaped as a model's call is.
+    pub(super) async fn invoke(&mut self, call: ToolCall) -> ToolInvocation {
+        self.refresh_sourced_tools().await;
+        let refusal = match self.tools.get(&call.name) {
+            None => Some((
+                Refusal::UnknownTool,
+                format!("There is no tool named `{}`.", call.name),
+            )),
+            Some(tool) => tool
+                .validator
+                .iter_errors(&call.arguments)
+                .next()
+                .map(|error| {
+                    let message = format!(
+                        "The arguments do not fit `{}`'s input schema: {error} at `{}`.",
+                        call.name,
+                        error.instance_path()
+                    );
+                    (Refusal::InvalidArguments, message)
+                }),
+        };
+        let (prepared, refused) = match refusal {
+            Some((refusal, message)) => (
+                Prepared {
+                    call,
+                    healed: false,
+                    action: Action::Answer(message),
+                },
+                Some(refusal),
+            ),
+            None => {
+                let prepared = self.admit(call, false).await;
+                let blocked = matches!(prepared.action, Action::Answer(_));
+                (prepared, blocked.then_some(Refusal::Blocked))
+            }
+        };
+        let executed = match &prepared.action {
+            Action::Answer(message) => Executed {
+                content: message.clone(),
+                is_error: true,
+                duration_ms: 0,
+            },
+            Action::Run(tool) => self.run_tool(tool, &prepared.call).await,
+        };
+        let duration_ms = executed.duration_ms;
+        let failed = executed.is_error;
+        let content = self.add_tool_result(&prepared, executed).await;
+        let is_error = match self.state.messages.last() {
+            Some(KernelMessage::ToolResult { is_error, .. }) => *is_error,
+            _ => failed,
+        };
+        ToolInvocation {
+            call: prepared.call,
+            content,
+            is_error,
+            refused,
+            duration_ms,
         }
     }
 

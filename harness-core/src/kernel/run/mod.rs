@@ -20,7 +20,7 @@ use harness_tags::tags::{
 };
 use harness_tags::{
     BaseCtx, EmitOutcome, FailureReason, FinishReason, KernelMessage, KernelState, Phase, RunEnd,
-    RunFailure, RunOutcome, RunStart, TerminateReason, ToolCallCtx, ToolCategory,
+    RunFailure, RunOutcome, RunStart, TerminateReason, ToolCall, ToolCallCtx, ToolCategory,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -29,7 +29,7 @@ use super::state::{Transition, apply};
 use super::strategy::{RunHealth, Strategy};
 use super::{
     KernelConfig, KernelError, KernelEvent, KernelInner, KernelObserver, OpenTasks, RunInput,
-    RunResult, SessionSource,
+    RunResult, SessionSource, ToolInvocation,
 };
 use crate::model::Model;
 use crate::tool::{HarnessChannel, ToolRegistry, ToolSourceCtx};
@@ -57,6 +57,20 @@ pub(crate) async fn run(kernel: &KernelInner, input: RunInput) -> RunResult {
     let mut run = Run::new(kernel, input, model);
     let end = run.drive().await;
     run.finish(end, started).await
+}
+
+pub(crate) async fn invoke(
+    kernel: &KernelInner,
+    input: RunInput,
+    call: ToolCall,
+) -> Result<ToolInvocation, KernelError> {
+    let model = input
+        .model
+        .clone()
+        .or_else(|| kernel.model.clone())
+        .ok_or(KernelError::NoModel)?;
+    let mut run = Run::new(kernel, input, model);
+    Ok(run.invoke(call).await)
 }
 
 fn new_run_id() -> String {
