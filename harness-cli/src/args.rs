@@ -118,6 +118,10 @@ pub struct ServeArgs {
     /// Let hooks call http URLs of loopback addresses (otherwise only https)
     #[arg(long)]
     pub allow_loopback_callbacks: bool,
+    /// Let custom tools registered over the API run commands on this machine (in the
+    /// workspace); without it a `command` handler is refused
+    #[arg(long)]
+    pub allow_command_tools: bool,
     /// The model, workspace and mode.
     #[command(flatten)]
     pub model: ModelArgs,

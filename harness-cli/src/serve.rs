@@ -61,14 +61,16 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<ExitCode, CliErro
     let store: Arc<dyn Store> = Arc::new(parts.store.clone());
     let factory = {
         let parts = Arc::clone(&parts);
-        Arc::new(move || parts.builder().map_err(|error| error.to_string()))
+        Arc::new(move || parts.session_builder().map_err(|error| error.to_string()))
     };
     let mut config = ServerConfig::new(token.clone());
     config.cors_origins = args.cors_origins.clone();
     config.input_timeout = Duration::from_secs(args.input_timeout);
     config.loopback_callbacks = args.allow_loopback_callbacks;
+    config.command_tools = args.allow_command_tools;
     config.workspace = Some(parts.workspace.root().to_path_buf());
     config.logs = logs;
+    config.mcp_servers = parts.mcp_servers()?;
     let server = Server::new(config, store, factory).await?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await

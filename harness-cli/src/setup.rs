@@ -12,7 +12,7 @@ use harness_core::model::{
 };
 use harness_core::store::{SqliteStore, ThreadRecord};
 use harness_core::tool::Tool;
-use harness_mcp::McpHarnessExt;
+use harness_mcp::{McpHarnessExt, McpServer};
 use serde_json::{Map, Value};
 
 use crate::CliError;
@@ -406,9 +406,21 @@ impl Parts {
         })
     }
 
-    /// The harness, not yet built: `harness run` and `harness chat` build it once, `harness
-    /// serve` once per session.
+    /// The harness, not yet built, with the configured MCP servers: `harness run` and
+    /// `harness chat` build it once.
     pub fn builder(&self) -> Result<HarnessBuilder, CliError> {
+        let mut builder = self.session_builder()?;
+        // Started by the first run that asks for their tools; a failure is an error event,
+        // and the run goes on without that server.
+        for server in self.mcp_servers()? {
+            builder = builder.mcp_server(server);
+        }
+        Ok(builder)
+    }
+
+    /// The harness of one `harness serve` session: without the MCP servers, which the server
+    /// runs once for every session ([`Parts::mcp_servers`]).
+    pub fn session_builder(&self) -> Result<HarnessBuilder, CliError> {
         harness_builder(
             &self.settings,
             &self.tools,
@@ -418,9 +430,20 @@ impl Parts {
             self.store.clone(),
         )
     }
+
+    /// The configured MCP servers that run (admitted and enabled).
+    pub fn mcp_servers(&self) -> Result<Vec<McpServer>, CliError> {
+        Ok(self
+            .settings
+            .mcp_servers()?
+            .into_iter()
+            .filter(|configured| configured.runs())
+            .map(|configured| configured.server)
+            .collect())
+    }
 }
 
-/// The harness of [`Parts::builder`].
+/// The harness of [`Parts::session_builder`].
 fn harness_builder(
     settings: &Settings,
     tools: &[Arc<dyn Tool>],
@@ -463,13 +486,6 @@ fn harness_builder(
     }
     if let Some(memory) = settings.memory()? {
         builder = builder.plugin(memory);
-    }
-    // Started by the first run that asks for their tools; a failure is an error event,
-    // and the run goes on without that server.
-    for configured in settings.mcp_servers()? {
-        if configured.runs() {
-            builder = builder.mcp_server(configured.server);
-        }
     }
     if yolo {
         let mut state = Map::new();

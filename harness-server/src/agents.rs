@@ -26,6 +26,7 @@ const AGENTS: &str = "harness-server.agents";
 const BLOCKS: &str = "harness-server.memory";
 const SESSION_AGENTS: &str = "harness-server.session-agents";
 const SUBAGENTS: &str = "harness-server.subagents";
+const ARCHIVE: &str = "harness-server.archive";
 
 /// Which tools an agent may use: `*` in a pattern matches any run of characters.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -125,6 +126,31 @@ pub(crate) struct BlockRecord {
     pub(crate) updated_at: i64,
 }
 
+/// An entry of an agent's archival memory: a passage kept for search, not sent with every
+/// model call. Its id is a hash of its content, so the same passage is kept once.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ArchiveRecord {
+    pub(crate) id: String,
+    pub(crate) content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) metadata: Option<serde_json::Map<String, Value>>,
+    pub(crate) created_at: i64,
+}
+
+impl ArchiveRecord {
+    /// The id of an entry of `content`.
+    pub(crate) fn id_of(content: &str) -> String {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(content.as_bytes());
+        let hex: String = digest
+            .iter()
+            .take(12)
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        format!("arc_{hex}")
+    }
+}
+
 /// The agents and their memory, in the store.
 #[derive(Debug)]
 pub(crate) struct Agents {
@@ -209,7 +235,7 @@ impl Agents {
         self.put(AGENTS, &agent.id, value, None).await
     }
 
-    /// Deletes an agent, its memory blocks and its subagents' records (their sessions stay,
+    /// Deletes an agent, its memory blocks and archive, and its subagents' records (their sessions stay,
     /// with no tools: see [`Agents::access`]).
     pub(crate) async fn delete(&self, id: &str) -> Result<(), ApiError> {
         self.get(id).await?;
@@ -220,6 +246,13 @@ impl Agents {
             .map(|block| block_key(id, &block.label))
             .collect();
         self.remove(BLOCKS, blocks).await?;
+        let archive = self
+            .archive(id)
+            .await?
+            .into_iter()
+            .map(|entry| block_key(id, &entry.id))
+            .collect();
+        self.remove(ARCHIVE, archive).await?;
         let subagents = self
             .subagents(id)
             .await?
@@ -336,6 +369,39 @@ impl Agents {
     pub(crate) async fn delete_block(&self, agent: &str, label: &str) -> Result<(), ApiError> {
         self.block(agent, label).await?;
         self.remove(BLOCKS, vec![block_key(agent, label)]).await
+    }
+
+    /// An agent's archive, oldest first.
+    pub(crate) async fn archive(&self, agent: &str) -> Result<Vec<ArchiveRecord>, ApiError> {
+        let mut entries = self
+            .store
+            .records(ARCHIVE, &format!("{agent}/"))
+            .await?
+            .into_iter()
+            .map(|record| {
+                serde_json::from_value(record.value)
+                    .map_err(|error| corrupt("archive entry", &record.key, &error))
+            })
+            .collect::<Result<Vec<ArchiveRecord>, _>>()?;
+        entries.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(entries)
+    }
+
+    /// Keeps an entry in an agent's archive; false if the same content was kept already.
+    pub(crate) async fn add_to_archive(
+        &self,
+        agent: &str,
+        entry: &ArchiveRecord,
+    ) -> Result<bool, ApiError> {
+        let key = block_key(agent, &entry.id);
+        if self.store.record(ARCHIVE, &key).await?.is_some() {
+            return Ok(false);
+        }
+        let value = serde_json::to_value(entry).map_err(|error| {
+            ApiError::internal(format!("an archive entry did not serialize: {error}"))
+        })?;
+        self.put(ARCHIVE, &key, value, None).await?;
+        Ok(true)
     }
 
     /// Binds a session to an agent (the binding goes with the session's thread).

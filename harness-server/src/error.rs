@@ -7,6 +7,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use harness_core::harness::HarnessError;
+use harness_core::task::TaskError;
 use harness_store::{LockError, StoreError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -61,6 +62,16 @@ impl ApiError {
         }
     }
 
+    /// The error's code, e.g. `NOT_FOUND`.
+    pub fn code(&self) -> &str {
+        &self.body.code
+    }
+
+    /// `426`: a WebSocket route asked without the upgrade.
+    pub(crate) fn upgrade_required(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UPGRADE_REQUIRED, "UPGRADE_REQUIRED", message)
+    }
+
     pub(crate) fn with_details(mut self, details: Value) -> Self {
         self.body.details = Some(details);
         self
@@ -111,12 +122,6 @@ impl ApiError {
         .with_details(serde_json::json!({ "kind": kind, "id": id }))
     }
 
-    /// `404`: `id` names nothing this server can use, for the reason given.
-    pub fn unknown(kind: &str, id: &str, message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", message)
-            .with_details(serde_json::json!({ "kind": kind, "id": id }))
-    }
-
     /// `404` for a path no route answers.
     pub fn no_route(path: &str) -> Self {
         ApiError::new(
@@ -142,6 +147,15 @@ impl ApiError {
     }
 
     /// `413`: the body is over the server's limit.
+    /// `415`: the body is not of the type the route takes.
+    pub(crate) fn unsupported_media_type(message: impl Into<String>) -> Self {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UNSUPPORTED_MEDIA_TYPE",
+            message,
+        )
+    }
+
     pub(crate) fn payload_too_large() -> Self {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -241,6 +255,13 @@ impl From<HarnessError> for ApiError {
             | HarnessError::AmbiguousApproval(_)
             | HarnessError::AmbiguousSuspension(_)) => ApiError::conflict(error.to_string()),
             HarnessError::InvalidAnswer(message) => ApiError::unfit_answer(message),
+            HarnessError::Task(TaskError::UnknownId { id, .. }) => ApiError::not_found("task", &id),
+            HarnessError::Task(error @ TaskError::SeveralInProgress(_)) => {
+                ApiError::conflict(error.to_string())
+            }
+            HarnessError::Task(error) => {
+                ApiError::bad_request("INVALID_REQUEST", error.to_string())
+            }
             error @ (HarnessError::Model(_) | HarnessError::ModelId(_)) => {
                 ApiError::bad_request("MODEL_NOT_AVAILABLE", error.to_string())
             }
@@ -282,9 +303,7 @@ where
 fn json_rejection(rejection: &JsonRejection) -> ApiError {
     let text = rejection.body_text();
     match rejection {
-        JsonRejection::MissingJsonContentType(_) => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UNSUPPORTED_MEDIA_TYPE",
+        JsonRejection::MissingJsonContentType(_) => ApiError::unsupported_media_type(
             "the body must be JSON, sent with `Content-Type: application/json`",
         ),
         JsonRejection::JsonSyntaxError(_) => ApiError::bad_request("MALFORMED_JSON", text),

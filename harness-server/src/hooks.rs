@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use harness_core::harness::HarnessBuilder;
@@ -30,6 +30,7 @@ use sha2::Sha256;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
+use crate::journal::{Journal, with_fields};
 
 /// The store namespace of hooks.
 const HOOKS: &str = "harness-server.hooks";
@@ -103,6 +104,8 @@ pub(crate) struct Hooks {
     loopback_callbacks: bool,
     /// The first retry's delay; each next one doubles it.
     retry_after: Duration,
+    /// Where deliveries are journaled (weak: the journal sends to the webhooks through this).
+    journal: Mutex<Weak<Journal>>,
 }
 
 impl Hooks {
@@ -124,14 +127,19 @@ impl Hooks {
             harness_id: harness_id.to_owned(),
             loopback_callbacks,
             retry_after,
+            journal: Mutex::new(Weak::new()),
         })
     }
 
+    /// Journals deliveries in `journal` from now on.
+    pub(crate) fn attach(&self, journal: &Arc<Journal>) {
+        *lock(&self.journal) = Arc::downgrade(journal);
+    }
+
     /// `400` naming `url` unless it is `https`, or `http` to a loopback address when allowed.
-    pub(crate) fn check_url(&self, url: &str) -> Result<(), ApiError> {
-        let parsed = reqwest::Url::parse(url).map_err(|error| {
-            ApiError::invalid_field("handler.url", format!("not a URL: {error}"))
-        })?;
+    pub(crate) fn check_url(&self, field: &str, url: &str) -> Result<(), ApiError> {
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|error| ApiError::invalid_field(field, format!("not a URL: {error}")))?;
         let loopback = match parsed.host() {
             Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
             Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
@@ -142,11 +150,11 @@ impl Hooks {
             "https" => Ok(()),
             "http" if loopback && self.loopback_callbacks => Ok(()),
             "http" if loopback => Err(ApiError::invalid_field(
-                "handler.url",
+                field,
                 "http to a loopback address needs the server's --allow-loopback-callbacks",
             )),
             _ => Err(ApiError::invalid_field(
-                "handler.url",
+                field,
                 "a callback URL must be https",
             )),
         }
@@ -256,7 +264,8 @@ impl Hooks {
         None
     }
 
-    /// One delivery, retried: the answer's JSON body (`Null` if it has none).
+    /// One delivery, retried: the answer's JSON body (`Null` if it has none). Journaled as
+    /// `hook.triggered`, and as `error` if it fails.
     async fn deliver(&self, hook: &Hook, event: HookEvent, data: Value) -> Result<Value, String> {
         let HookHandler::Webhook { url } = &hook.handler;
         let delivery = format!("dlv_{}", harness_core::harness::default_id());
@@ -267,9 +276,44 @@ impl Hooks {
             "harness_id": self.harness_id,
             "timestamp": rfc3339(unix_ms()),
             "data": data,
-        })
-        .to_string();
-        let signature = sign(&hook.secret, body.as_bytes());
+        });
+        let journal = lock(&self.journal).upgrade();
+        if let Some(journal) = &journal {
+            journal
+                .record(
+                    "hook.triggered",
+                    json!({ "hook_id": hook.id, "event": event.name(), "data": body["data"] }),
+                )
+                .await;
+        }
+        let outcome = self
+            .post_signed(url, &hook.secret, &delivery, event.name(), body.to_string())
+            .await;
+        if let (Err(error), Some(journal)) = (&outcome, &journal) {
+            journal
+                .record(
+                    "error",
+                    json!({
+                        "code": "hook_delivery_failed",
+                        "message": format!("hook `{}`: {error}", hook.id),
+                    }),
+                )
+                .await;
+        }
+        outcome
+    }
+
+    /// A signed `POST` of `body`, retried after a connection failure, a `408`, `429` or
+    /// `5xx`: the answer's JSON body (`Null` if it has none).
+    async fn post_signed(
+        &self,
+        url: &str,
+        secret: &str,
+        delivery: &str,
+        event: &str,
+        body: String,
+    ) -> Result<Value, String> {
+        let signature = sign(secret, body.as_bytes());
         let mut last = String::new();
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
@@ -280,8 +324,8 @@ impl Hooks {
                 .post(url)
                 .header("content-type", "application/json")
                 .header("x-openharness-signature", &signature)
-                .header("x-openharness-delivery", &delivery)
-                .header("x-openharness-event", event.name())
+                .header("x-openharness-delivery", delivery)
+                .header("x-openharness-event", event)
                 .body(body.clone())
                 .send()
                 .await;
@@ -339,6 +383,121 @@ impl Hooks {
                 },
             )
         })
+    }
+}
+
+const WEBHOOKS: &str = "harness-server.webhooks";
+
+/// A webhook: the journal events of the types it asked for (`*`: all), each a signed `POST`
+/// of `{"id", "event", "harness_id", "timestamp", ...the event's fields}` with the headers of
+/// a hook delivery, retried the same way.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Webhook {
+    pub(crate) id: String,
+    pub(crate) url: String,
+    pub(crate) events: Vec<String>,
+    pub(crate) secret: String,
+    pub(crate) enabled: bool,
+    pub(crate) created_at: i64,
+}
+
+impl Hooks {
+    /// Every webhook, oldest first.
+    pub(crate) async fn webhooks(&self) -> Result<Vec<Webhook>, ApiError> {
+        let mut webhooks = self
+            .store
+            .records(WEBHOOKS, "")
+            .await?
+            .into_iter()
+            .map(|record| {
+                serde_json::from_value(record.value).map_err(|error| {
+                    ApiError::internal(format!("webhook `{}` is corrupt: {error}", record.key))
+                })
+            })
+            .collect::<Result<Vec<Webhook>, _>>()?;
+        webhooks.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(webhooks)
+    }
+
+    /// Stores a webhook.
+    pub(crate) async fn put_webhook(&self, webhook: &Webhook) -> Result<(), ApiError> {
+        let value = serde_json::to_value(webhook)
+            .map_err(|error| ApiError::internal(format!("a webhook did not serialize: {error}")))?;
+        Ok(self
+            .store
+            .write(vec![WriteOp::PutRecord {
+                namespace: WEBHOOKS.to_owned(),
+                key: webhook.id.clone(),
+                thread_id: None,
+                value,
+            }])
+            .await?)
+    }
+
+    /// Deletes a webhook, or `404`.
+    pub(crate) async fn delete_webhook(&self, id: &str) -> Result<(), ApiError> {
+        if self.store.record(WEBHOOKS, id).await?.is_none() {
+            return Err(ApiError::not_found("webhook", id));
+        }
+        Ok(self
+            .store
+            .write(vec![WriteOp::DeleteRecord {
+                namespace: WEBHOOKS.to_owned(),
+                key: id.to_owned(),
+            }])
+            .await?)
+    }
+
+    /// Sends a journal event to the enabled webhooks that asked for its type, in the
+    /// background. A failed delivery is logged, not journaled: an `error` webhook that fails
+    /// must not feed itself.
+    pub(crate) fn send_to_webhooks(self: &Arc<Self>, kind: &str, data: &Value, at: i64) {
+        let hooks = Arc::clone(self);
+        let kind = kind.to_owned();
+        let data = data.clone();
+        tokio::spawn(async move {
+            let webhooks = match hooks.webhooks().await {
+                Ok(webhooks) => webhooks,
+                Err(error) => {
+                    tracing::warn!(error = error.message(), "reading webhooks failed");
+                    return;
+                }
+            };
+            for webhook in webhooks.into_iter().filter(|webhook| {
+                webhook.enabled
+                    && webhook
+                        .events
+                        .iter()
+                        .any(|wanted| *wanted == kind || wanted == "*")
+            }) {
+                let delivery = format!("dlv_{}", harness_core::harness::default_id());
+                let body = with_fields(
+                    json!({
+                        "id": delivery,
+                        "event": kind,
+                        "harness_id": hooks.harness_id,
+                        "timestamp": rfc3339(at),
+                    }),
+                    &data,
+                );
+                let hooks = Arc::clone(&hooks);
+                let kind = kind.clone();
+                tokio::spawn(async move {
+                    let sent = hooks
+                        .post_signed(
+                            &webhook.url,
+                            &webhook.secret,
+                            &delivery,
+                            &kind,
+                            body.to_string(),
+                        )
+                        .await;
+                    if let Err(error) = sent {
+                        tracing::warn!(webhook = %webhook.id, %error, "a webhook delivery failed");
+                    }
+                });
+            }
+        });
     }
 }
 

@@ -21,16 +21,20 @@ use harness_events::SeqOrder;
 use harness_protocol::open_harness::{ExecutionEvent, ExecutionStream, UsageStats};
 use harness_protocol::{EventEnvelope, HarnessEvent};
 use harness_store::{LoggedEvent, Record, Store, ThreadRecord, WriteOp};
-use harness_tags::util::{lock, unix_ms};
+use harness_tags::util::{lock, rfc3339, unix_ms};
 use harness_tags::{RunOutcome, ToolSpec};
+use harness_workspace::Workspace;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use utoipa::ToSchema;
 
 use crate::agents::{AgentRecord, Agents};
+use crate::artifacts::artifacts;
 use crate::error::ApiError;
 use crate::hooks::{HookEvent, Hooks};
+use crate::journal::Journal;
+use crate::mcp::{McpServers, McpSource};
 use crate::tools::{CustomToolSource, CustomTools};
 
 /// The store namespace of execution records (bound to their session's thread).
@@ -260,8 +264,14 @@ pub(crate) struct Host {
     live: Mutex<HashMap<String, Arc<Live>>>,
     resource_id: String,
     hooks: Arc<Hooks>,
+    journal: Arc<Journal>,
+    /// The files the executions' artifacts are read from.
+    workspace: Option<Workspace>,
     agents: Arc<Agents>,
     custom_tools: Arc<CustomTools>,
+    mcp: Arc<McpServers>,
+    /// The harness direct tool calls run in (no session), built when first needed.
+    invoker: tokio::sync::OnceCell<Harness>,
     /// The tools the factory's harness offers in its default mode.
     builtin_tools: Arc<[ToolSpec]>,
     me: Weak<Host>,
@@ -277,14 +287,22 @@ impl std::fmt::Debug for Host {
 
 impl Host {
     /// A host for the factory's harnesses; fails if the factory's harness cannot be built.
-    pub(crate) fn new(
+    pub(crate) async fn new(
         store: Arc<dyn Store>,
         factory: HarnessFactory,
         input_timeout: Duration,
         hooks: Arc<Hooks>,
+        journal: Arc<Journal>,
+        workspace: Option<Workspace>,
+        mcp_servers: Vec<harness_mcp::McpServer>,
     ) -> Result<Arc<Host>, ApiError> {
         let agents = Agents::new(Arc::clone(&store));
-        let custom_tools = CustomTools::new(Arc::clone(&store));
+        let custom_tools = CustomTools::new(
+            Arc::clone(&store),
+            workspace
+                .as_ref()
+                .map(|workspace| workspace.root().to_path_buf()),
+        );
         let probe = factory()
             .map_err(|error| {
                 ApiError::unavailable(format!("the harness cannot be built: {error}"))
@@ -297,6 +315,8 @@ impl Host {
         let builtin_tools = probe
             .tool_specs(&probe.session().mode_id())
             .unwrap_or_else(|| Arc::from(Vec::new()));
+        let mcp =
+            McpServers::new(Arc::clone(&store), probe.pipeline().clone(), mcp_servers).await?;
         Ok(Arc::new_cyclic(|me| Host {
             store,
             factory,
@@ -305,8 +325,12 @@ impl Host {
             live: Mutex::new(HashMap::new()),
             resource_id,
             hooks,
+            journal,
+            workspace,
             agents,
             custom_tools,
+            mcp,
+            invoker: tokio::sync::OnceCell::new(),
             builtin_tools,
             me: me.clone(),
         }))
@@ -321,6 +345,11 @@ impl Host {
         &self.custom_tools
     }
 
+    /// The MCP servers every session shares.
+    pub(crate) fn mcp(&self) -> &Arc<McpServers> {
+        &self.mcp
+    }
+
     /// The tools the factory's harness offers of its own, in its default mode.
     pub(crate) fn builtin_tools(&self) -> &Arc<[ToolSpec]> {
         &self.builtin_tools
@@ -329,6 +358,11 @@ impl Host {
     /// The agents sessions may run as.
     pub(crate) fn agents(&self) -> &Arc<Agents> {
         &self.agents
+    }
+
+    /// What happened across sessions.
+    pub(crate) fn journal(&self) -> &Arc<Journal> {
+        &self.journal
     }
 
     /// The hooks every session's harness calls.
@@ -352,7 +386,8 @@ impl Host {
         let builder = self
             .hooks
             .guard(builder)
-            .tool_source(Arc::new(CustomToolSource(Arc::clone(&self.custom_tools))));
+            .tool_source(Arc::new(CustomToolSource(Arc::clone(&self.custom_tools))))
+            .tool_source(Arc::new(McpSource(Arc::clone(&self.mcp))));
         let builder = match agent {
             Some(agent) => self.agents.apply(agent, builder),
             None => builder,
@@ -362,6 +397,12 @@ impl Host {
         })?;
         harness.init().await?;
         Ok(harness)
+    }
+
+    /// The harness direct tool calls run in: the factory's with the hooks, the custom tools
+    /// and the MCP servers, bound to no session.
+    pub(crate) async fn invoker(&self) -> Result<&Harness, ApiError> {
+        self.invoker.get_or_try_init(|| self.build(None)).await
     }
 
     fn host(&self, harness: Harness) -> Arc<Hosted> {
@@ -402,6 +443,9 @@ impl Host {
         }
         let hosted = self.host(harness);
         self.sessions.lock().await.insert(record.id.clone(), hosted);
+        self.journal
+            .record("session.created", json!({ "session_id": record.id }))
+            .await;
         Ok(record)
     }
 
@@ -430,6 +474,9 @@ impl Host {
         }
         let hosted = self.host(harness);
         self.sessions.lock().await.insert(record.id.clone(), hosted);
+        self.journal
+            .record("session.created", json!({ "session_id": record.id }))
+            .await;
         Ok(record)
     }
 
@@ -470,6 +517,12 @@ impl Host {
         self.sessions.lock().await.remove(session_id);
         hosted.harness.delete_thread(session_id).await?;
         hosted.harness.destroy().await;
+        self.journal
+            .record(
+                "session.ended",
+                json!({ "session_id": session_id, "deleted": true }),
+            )
+            .await;
         Ok(())
     }
 
@@ -708,10 +761,15 @@ async fn work(
         }
         while order.pop().is_some() {}
         let execution_id = live.record().id;
+        let Some(services) = host.upgrade() else {
+            break;
+        };
         let mut run = Execution {
             live: &live,
             store: &*store,
             hooks: &hooks,
+            journal: &services.journal,
+            workspace: services.workspace.as_ref(),
             last_seq: 0,
             run_id: None,
             stream: ExecutionStream::new(harness.session().token_usage()),
@@ -719,9 +777,8 @@ async fn work(
         if let Err(error) = run.run(&harness, &mut envelopes, &mut order).await {
             tracing::warn!(execution = %execution_id, error = ?error, "an execution's log failed");
         }
-        if let Some(host) = host.upgrade() {
-            host.finished(&execution_id);
-        }
+        services.finished(&execution_id);
+        drop(services);
         live.bump();
     }
 }
@@ -731,6 +788,8 @@ struct Execution<'a> {
     live: &'a Live,
     store: &'a dyn Store,
     hooks: &'a Arc<Hooks>,
+    journal: &'a Journal,
+    workspace: Option<&'a Workspace>,
     last_seq: u64,
     run_id: Option<String>,
     stream: ExecutionStream,
@@ -759,6 +818,12 @@ impl Execution<'_> {
             session = %running.session_id,
             "execution started"
         );
+        self.journal
+            .record(
+                "execution.started",
+                json!({ "execution_id": running.id, "session_id": running.session_id }),
+            )
+            .await;
         if self.live.cancelled.load(Ordering::Acquire) {
             let message = "the execution was cancelled before it started";
             let frames = failure("cancelled", message, UsageStats::default());
@@ -1100,6 +1165,20 @@ impl Execution<'_> {
                 "execution ended"
             ),
         }
+        self.journal
+            .record(
+                "execution.completed",
+                json!({
+                    "execution_id": record.id,
+                    "session_id": record.session_id,
+                    "status": record.status,
+                    "error": record.error,
+                    "artifacts": artifacts(self.workspace, &record),
+                    "usage": record.usage,
+                    "completed_at": rfc3339(now),
+                }),
+            )
+            .await;
         let data = json!({
             "session_id": record.session_id,
             "execution_id": record.id,

@@ -25,17 +25,25 @@
 //! [`SPEC_ROUTES`]):
 //! - **registry**: the one harness this server hosts, its capabilities and health.
 //! - **sessions**: a session is a thread. Create, list, get, rename, pause and resume, end or
-//!   delete, history, fork, and send a message (waiting for the answer, or streamed).
+//!   delete, history, fork, send a message (waiting for the answer, or streamed), and the
+//!   session's WebSocket.
 //! - **execution**: execute (on a session, or a new one), list, get, attach to the stream,
 //!   cancel, result, tool calls, and input: answers to approvals and questions.
 //! - **agents** and **memory**: agents as stored profiles (system prompt, model, tool allow
-//!   and deny lists) and their memory blocks, which reach every model call of their sessions.
-//! - **tools**: the harness's own tools, and custom tools registered at runtime that call a
-//!   webhook.
-//! - **planning**: an execution's plan, its session's task list.
+//!   and deny lists), cloned; their memory blocks, which reach every model call of their
+//!   sessions; an archive, a lexical search, and snapshots exported and imported.
+//! - **tools**: the harness's own tools, the MCP servers' tools, and custom tools registered
+//!   at runtime that call a webhook; a tool invoked directly through the gate.
+//! - **mcp**: the MCP servers every session shares: those of [`ServerConfig::mcp_servers`]
+//!   and streamable HTTP servers connected over the API; their tools, resources, prompts and
+//!   health.
+//! - **planning**: an execution's plan, its session's task list: read, rewritten, streamed.
+//! - **files**: the workspace's files, read, written, searched, uploaded, downloaded as a
+//!   ZIP archive, every path resolved beneath its root.
 //! - **subagents**: an agent's subagents, each running the tasks delegated to it in a session
 //!   of its own, with its prompt and model over its parent's tool lists and memory.
-//! - **hooks**: signed webhooks before and after tools, and when executions end or fail.
+//! - **hooks**: signed webhooks before and after tools, and when executions end or fail;
+//!   the server's journal of events, listed, streamed, and sent to webhooks.
 //! - **diagnostics** and **logs**: uptime, memory, load; the process's `tracing` events kept
 //!   in a ring ([`ServerLogs`]), listed or streamed.
 //!
@@ -53,12 +61,15 @@
 
 mod agents;
 mod api;
+mod artifacts;
 mod auth;
 mod console;
 mod error;
 mod hooks;
 mod host;
+mod journal;
 mod logs;
+mod mcp;
 pub mod openapi;
 mod routes;
 mod state;
@@ -117,6 +128,12 @@ pub struct ServerConfig {
     /// The logs `GET /logs` serves: install [`ServerLogs::layer`] (or
     /// [`ServerLogs::subscriber`]) in the process's `tracing` subscriber to fill them.
     pub logs: ServerLogs,
+    /// MCP servers every session shares (one client each, started when first needed), listed
+    /// by the `mcp` routes; servers connected over the API are added to them.
+    pub mcp_servers: Vec<harness_mcp::McpServer>,
+    /// Whether custom tools may have `command` handlers, which run programs on this machine
+    /// (default: no, `403`).
+    pub command_tools: bool,
 }
 
 impl ServerConfig {
@@ -134,6 +151,8 @@ impl ServerConfig {
             hook_retry_after: Duration::from_secs(1),
             workspace: None,
             logs: ServerLogs::default(),
+            mcp_servers: Vec::new(),
+            command_tools: false,
         }
     }
 }
@@ -184,8 +203,21 @@ impl Server {
             config.loopback_callbacks,
             config.hook_retry_after,
         );
-        let host = host::Host::new(Arc::clone(&store), factory, config.input_timeout, hooks)
-            .map_err(ServerError::Start)?;
+        let journal =
+            journal::Journal::open(Arc::clone(&store), Arc::clone(&hooks), config.retention)
+                .await
+                .map_err(ServerError::Start)?;
+        let host = host::Host::new(
+            Arc::clone(&store),
+            factory,
+            config.input_timeout,
+            hooks,
+            journal,
+            workspace.clone(),
+            config.mcp_servers.clone(),
+        )
+        .await
+        .map_err(ServerError::Start)?;
         let state = Arc::new(state::State {
             config,
             host,
@@ -241,6 +273,7 @@ impl Server {
             })
             .await;
         sweeper.abort();
+        self.state.host.mcp().shutdown().await;
         Ok(served?)
     }
 

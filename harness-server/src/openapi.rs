@@ -14,7 +14,8 @@ use utoipa::openapi::{ContentBuilder, Ref, Required, ResponseBuilder, ResponsesB
 use harness_protocol::open_harness::ExecutionEvent;
 
 use crate::api::{
-    agents, execution, files, hooks, is_built, logs, planning, registry, sessions, subagents, tools,
+    agents, connect, events, execution, files, hooks, is_built, logs, mcp, memory, planning,
+    registry, sessions, subagents, tools,
 };
 use crate::error::ErrorResponse;
 use crate::routes::SPEC_ROUTES;
@@ -34,6 +35,7 @@ server does not provide answer 501 with the spec's error body.",
         registry::diagnostics,
         sessions::list,
         sessions::create,
+        connect::connect,
         sessions::get_session,
         sessions::update,
         sessions::end,
@@ -53,8 +55,27 @@ server does not provide answer 501 with the spec's error body.",
         execution::send_input,
         execution::list_artifacts,
         execution::download_artifact,
+        memory::search,
+        memory::archive,
+        memory::add_to_archive,
+        memory::export,
+        memory::import,
         logs::list,
         logs::stream,
+        events::list,
+        events::stream,
+        events::register,
+        events::list_webhooks,
+        events::delete_webhook,
+        mcp::list,
+        mcp::connect,
+        mcp::get_server,
+        mcp::update,
+        mcp::disconnect,
+        mcp::list_tools,
+        mcp::list_resources,
+        mcp::list_prompts,
+        mcp::health,
         subagents::list,
         subagents::spawn,
         subagents::get_subagent,
@@ -68,6 +89,7 @@ server does not provide answer 501 with the spec's error body.",
         agents::get_agent,
         agents::update,
         agents::delete,
+        agents::clone_agent,
         agents::memory,
         agents::list_blocks,
         agents::get_block,
@@ -76,12 +98,21 @@ server does not provide answer 501 with the spec's error body.",
         agents::delete_block,
         planning::plan,
         planning::list_tasks,
+        planning::update,
+        planning::update_task,
+        planning::stream,
         files::list,
         files::mkdir,
+        files::search,
+        files::upload,
+        files::upload_batch,
+        files::download_batch,
         tools::list,
         tools::get_tool,
         tools::register,
         tools::unregister,
+        tools::invoke,
+        tools::invoke_stream,
         hooks::list,
         hooks::register,
         hooks::get_hook,
@@ -200,44 +231,91 @@ fn describe_streams(document: &mut Value) {
             }
         ]
     });
-    schemas["SseFrame"] = json!({
-        "type": "object",
-        "required": ["event", "id", "data"],
-        "properties": {
-            "event": { "type": "string" },
-            "id": { "type": "string", "pattern": "^[0-9]+$" },
-            "data": {
-                "type": "string",
-                "contentMediaType": "application/json",
-                "contentSchema": { "$ref": "#/components/schemas/ExecutionFrame" }
+    schemas["SseFrame"] = sse_frame(
+        json!({ "type": "string" }),
+        true,
+        json!({ "$ref": "#/components/schemas/ExecutionFrame" }),
+    );
+    schemas["LogFrame"] = sse_frame(
+        json!({ "const": "log" }),
+        true,
+        json!({ "$ref": "#/components/schemas/LogEntry" }),
+    );
+    let tool_events = json!({ "enum": ["output", "error", "done"] });
+    schemas["ToolStreamFrame"] = sse_frame(
+        tool_events.clone(),
+        false,
+        json!({
+            "type": "object",
+            "required": ["type"],
+            "properties": {
+                "type": tool_events,
+                "data": { "type": "object" },
+                "code": { "type": "string" },
+                "message": { "type": "string" },
+                "success": { "type": "boolean" },
+                "duration_ms": { "type": "integer", "minimum": 0 }
             }
-        }
-    });
-    schemas["LogFrame"] = json!({
-        "type": "object",
-        "required": ["event", "id", "data"],
-        "properties": {
-            "event": { "const": "log" },
-            "id": { "type": "string", "pattern": "^[0-9]+$" },
-            "data": {
-                "type": "string",
-                "contentMediaType": "application/json",
-                "contentSchema": { "$ref": "#/components/schemas/LogEntry" }
+        }),
+    );
+    schemas["JournalFrame"] = sse_frame(
+        json!({ "type": "string" }),
+        true,
+        json!({
+            "type": "object",
+            "required": ["type"],
+            "properties": { "type": { "type": "string" } }
+        }),
+    );
+    let plan_events =
+        json!({ "enum": ["task.added", "task.updated", "task.removed", "plan.reordered"] });
+    schemas["PlanFrame"] = sse_frame(
+        plan_events.clone(),
+        false,
+        json!({
+            "type": "object",
+            "required": ["type"],
+            "properties": {
+                "type": plan_events,
+                "task": { "$ref": "#/components/schemas/PlanTask" },
+                "task_id": { "type": "string" },
+                "task_ids": { "type": "array", "items": { "type": "string" } }
             }
-        }
-    });
+        }),
+    );
     rewrite_refs(schemas);
     for operation in operations(document) {
-        let frame = if operation["operationId"] == "diagnostics.streamLogs" {
-            "LogFrame"
-        } else {
-            "SseFrame"
+        let frame = match operation["operationId"].as_str() {
+            Some("diagnostics.streamLogs") => "LogFrame",
+            Some("tools.invokeStream") => "ToolStreamFrame",
+            Some("hooks.streamEvents") => "JournalFrame",
+            Some("planning.stream") => "PlanFrame",
+            _ => "SseFrame",
         };
         // `get_mut`, not indexing: indexing would add the missing keys as nulls.
         if let Some(stream) = operation.pointer_mut("/responses/200/content/text~1event-stream") {
             stream["schema"] = json!({ "$ref": format!("#/components/schemas/{frame}") });
         }
     }
+}
+
+/// One SSE frame as a schema: `event:` as `event` says, `id:` the frame's number (if the
+/// stream has them), `data:` JSON fitting `data`.
+fn sse_frame(event: Value, with_id: bool, data: Value) -> Value {
+    let mut required = vec!["event", "data"];
+    let mut properties = json!({
+        "event": event,
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": data
+        }
+    });
+    if with_id {
+        required.insert(1, "id");
+        properties["id"] = json!({ "type": "string", "pattern": "^[0-9]+$" });
+    }
+    json!({ "type": "object", "required": required, "properties": properties })
 }
 
 /// Points schemars' `#/$defs/` references at the document's components.

@@ -19,6 +19,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
+use crate::journal::Journal;
 use crate::logs::{LogEntry, LogLevel, LogRecord, ServerLogs};
 use crate::state::State;
 
@@ -56,6 +57,21 @@ pub(crate) async fn execution_stream(
     id: &str,
     after: u64,
 ) -> Result<Response, ApiError> {
+    let events = execution_events(state, id, after).await?;
+    let mut response = event_stream(events.map(|events| frames(&events)));
+    if let Ok(value) = HeaderValue::from_str(id) {
+        response.headers_mut().insert("x-execution-id", value);
+    }
+    Ok(response)
+}
+
+/// The stored frames of execution `id` after `after`, in batches as they are appended, until
+/// its log is closed (or the server shuts down); `410` once the log is past its retention.
+pub(crate) async fn execution_events(
+    state: &Arc<State>,
+    id: &str,
+    after: u64,
+) -> Result<impl Stream<Item = Vec<LoggedEvent>> + Send + 'static, ApiError> {
     let store = Arc::clone(state.host.store());
     // Watch before reading, so that nothing appended in between goes unnoticed.
     let live = state.host.live(id);
@@ -86,19 +102,17 @@ pub(crate) async fn execution_stream(
         closing: state.closing.clone(),
         ended: false,
     };
-    let body = futures_util::stream::unfold(reader, |mut reader| async move {
-        let chunk = reader.next_chunk().await?;
-        Some((chunk, reader))
-    });
-    let mut response = event_stream(body);
-    if let Ok(value) = HeaderValue::from_str(id) {
-        response.headers_mut().insert("x-execution-id", value);
-    }
-    Ok(response)
+    Ok(futures_util::stream::unfold(
+        reader,
+        |mut reader| async move {
+            let events = reader.next_events().await?;
+            Some((events, reader))
+        },
+    ))
 }
 
 /// A `200` `text/event-stream` response of `chunks`.
-fn event_stream(chunks: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+pub(crate) fn event_stream(chunks: impl Stream<Item = Bytes> + Send + 'static) -> Response {
     let mut response = Response::new(Body::from_stream(chunks.map(Ok::<Bytes, Infallible>)));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
@@ -110,7 +124,99 @@ fn event_stream(chunks: impl Stream<Item = Bytes> + Send + 'static) -> Response 
     response
 }
 
-/// How often an idle log stream sends a comment, so that a client gone away is noticed.
+/// A finished stream of `frames` (each `{"type", ...}`): `event:` the type, `data:` the
+/// frame; no `id:` (nothing to resume).
+pub(crate) fn frames_response(frames: &[serde_json::Value]) -> Response {
+    let mut text = String::new();
+    for frame in frames {
+        let kind = frame["type"].as_str().unwrap_or("message");
+        text.push_str(&format!("event: {kind}\ndata: {frame}\n\n"));
+    }
+    event_stream(futures_util::stream::once(async move { Bytes::from(text) }))
+}
+
+/// The journal from after event `after`, then each new event, until the server shuts down;
+/// only the types `wanted` lets through. `event:` is the type, `id:` the event's id, `data:`
+/// `{"type", ...the event's fields}`.
+pub(crate) fn journal_stream(
+    state: &Arc<State>,
+    after: u64,
+    wanted: Option<Vec<String>>,
+) -> Response {
+    let journal = Arc::clone(state.host.journal());
+    // Watched before the first read, so that nothing written in between goes unnoticed.
+    let changes = journal.watch();
+    let mut keep_alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let tail = JournalTail {
+        journal,
+        changes,
+        after,
+        wanted,
+        keep_alive,
+        closing: state.closing.clone(),
+    };
+    event_stream(futures_util::stream::unfold(tail, |mut tail| async move {
+        let chunk = tail.next_chunk().await?;
+        Some((chunk, tail))
+    }))
+}
+
+struct JournalTail {
+    journal: Arc<Journal>,
+    changes: watch::Receiver<u64>,
+    after: u64,
+    wanted: Option<Vec<String>>,
+    keep_alive: tokio::time::Interval,
+    closing: CancellationToken,
+}
+
+impl JournalTail {
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            let events = match self.journal.after(self.after, 0, PAGE).await {
+                Ok(events) => events,
+                Err(error) => {
+                    tracing::warn!(error = error.message(), "reading the journal failed");
+                    return None;
+                }
+            };
+            if let Some(last) = events.last() {
+                self.after = last.id;
+                let mut text = String::new();
+                for event in events.into_iter().filter(|event| {
+                    self.wanted
+                        .as_ref()
+                        .is_none_or(|wanted| wanted.contains(&event.kind))
+                }) {
+                    text.push_str(&format!(
+                        "event: {}\nid: {}\ndata: {}\n\n",
+                        event.kind,
+                        event.id,
+                        event.frame()
+                    ));
+                }
+                if !text.is_empty() {
+                    return Some(Bytes::from(text));
+                }
+                continue;
+            }
+            tokio::select! {
+                changed = self.changes.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                }
+                _ = self.keep_alive.tick() => return Some(Bytes::from_static(b": keep-alive\n\n")),
+                () = self.closing.cancelled() => return None,
+            }
+        }
+    }
+}
+
+/// How often an idle log or journal stream sends a comment, so that a client gone away is
+/// noticed.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The server's logs at `minimum` and above, from after entry `after`: what the ring keeps,
@@ -193,7 +299,7 @@ struct Reader {
 
 impl Reader {
     /// The next frames, or `None` once the log is closed and read to its end.
-    async fn next_chunk(&mut self) -> Option<Bytes> {
+    async fn next_events(&mut self) -> Option<Vec<LoggedEvent>> {
         if self.ended {
             return None;
         }
@@ -216,7 +322,7 @@ impl Reader {
             };
             if let Some(last) = events.last() {
                 self.after = last.seq;
-                return Some(frames(&events));
+                return Some(events);
             }
             if closed {
                 self.ended = true;

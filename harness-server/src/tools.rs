@@ -1,11 +1,21 @@
-//! Custom tools registered at runtime: each calls a webhook with the model's arguments.
+//! Custom tools registered at runtime: each calls a webhook, or runs a command, with the
+//! model's arguments.
 //!
 //! They reach every session's harness through one [`ToolSource`]: the kernel asks it for its
 //! tools before each step, and it answers from the store when a registration changed (in this
-//! process) and with the same list otherwise. A call `POST`s `{"id", "tool", "input",
-//! "session_id"}`, signed like hook deliveries (`X-OpenHarness-Signature` with the tool's
-//! secret); a `2xx` answer is the result (its `output` field if it has one, else the whole
-//! body), anything else fails the call with the answer's status.
+//! process) and with the same list otherwise. A call is `{"id", "tool", "input",
+//! "session_id"}`:
+//! - a `webhook` handler `POST`s it, signed like hook deliveries (`X-OpenHarness-Signature`
+//!   with the tool's secret); a `2xx` answer is the result, anything else fails the call with
+//!   the answer's status;
+//! - a `command` handler (only when the server allows them:
+//!   [`ServerConfig::command_tools`](crate::ServerConfig::command_tools)) runs the program
+//!   with its arguments in the workspace (or the server's directory), with only `PATH` and
+//!   `HOME` of the server's environment, writes the call to its standard input and takes its
+//!   standard output (at most 1 MiB) as the result; a non-zero exit fails the call with its
+//!   standard error.
+//!
+//! Either way, an answer that is a JSON object with `output` gives that as the result.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,9 +36,9 @@ use crate::hooks::sign;
 
 const TOOLS: &str = "harness-server.tools";
 
-/// What a custom tool calls: a webhook (`command` handlers are not provided).
+/// What a custom tool calls: a webhook, or a command (see the [module docs](self)).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToolHandler {
     /// `POST`s each call to `url`.
     Webhook {
@@ -36,6 +46,17 @@ pub enum ToolHandler {
         /// `--allow-loopback-callbacks`: the document shows the default).
         #[schema(pattern = "^https://[^\\s/?#]+([/?#]\\S*)?$")]
         url: String,
+    },
+    /// Runs `command` with `args` for each call (`403` unless the server allows command
+    /// tools).
+    Command {
+        /// The program: a path, or a name looked up in `PATH`.
+        #[schema(min_length = 1, max_length = 1000)]
+        command: String,
+        /// Its arguments.
+        #[serde(default)]
+        #[schema(max_items = 100)]
+        args: Vec<String>,
     },
 }
 
@@ -53,6 +74,8 @@ pub(crate) struct CustomTool {
 pub(crate) struct CustomTools {
     store: Arc<dyn Store>,
     http: reqwest::Client,
+    /// Where command tools run (the server's directory without one).
+    command_dir: Option<std::path::PathBuf>,
     /// Bumped by every registration change, to rebuild the offered list.
     generation: AtomicU64,
     offered: Mutex<Option<(u64, Arc<ToolRegistry>)>>,
@@ -65,7 +88,10 @@ impl std::fmt::Debug for CustomTools {
 }
 
 impl CustomTools {
-    pub(crate) fn new(store: Arc<dyn Store>) -> Arc<CustomTools> {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        command_dir: Option<std::path::PathBuf>,
+    ) -> Arc<CustomTools> {
         harness_core::model::install_crypto_provider();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
@@ -75,6 +101,7 @@ impl CustomTools {
         Arc::new(CustomTools {
             store,
             http,
+            command_dir,
             generation: AtomicU64::new(1),
             offered: Mutex::new(None),
         })
@@ -144,11 +171,12 @@ impl CustomTools {
             Ok(tools) => {
                 for tool in tools {
                     let name = tool.name.clone();
-                    let webhook = WebhookTool {
+                    let custom = HandlerTool {
                         tool,
                         http: self.http.clone(),
+                        command_dir: self.command_dir.clone(),
                     };
-                    if let Err(error) = registry.register(webhook) {
+                    if let Err(error) = registry.register(custom) {
                         tracing::warn!(tool = %name, %error, "a custom tool was not offered");
                     }
                 }
@@ -176,14 +204,18 @@ impl ToolSource for CustomToolSource {
     }
 }
 
-/// One custom tool: a webhook call.
-struct WebhookTool {
+/// The most standard output a command tool's call returns.
+const MAX_COMMAND_OUTPUT: usize = 1024 * 1024;
+
+/// One custom tool: a webhook call or a command.
+struct HandlerTool {
     tool: CustomTool,
     http: reqwest::Client,
+    command_dir: Option<std::path::PathBuf>,
 }
 
 #[async_trait]
-impl Tool for WebhookTool {
+impl Tool for HandlerTool {
     fn name(&self) -> &str {
         &self.tool.name
     }
@@ -197,7 +229,6 @@ impl Tool for WebhookTool {
     }
 
     async fn execute(&self, input: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        let ToolHandler::Webhook { url } = &self.tool.handler;
         let body = json!({
             "id": ctx.call_id,
             "tool": self.tool.name,
@@ -205,6 +236,27 @@ impl Tool for WebhookTool {
             "session_id": ctx.thread_id.as_deref(),
         })
         .to_string();
+        let text = match &self.tool.handler {
+            ToolHandler::Webhook { url } => self.post(url, body, &ctx).await?,
+            ToolHandler::Command { command, args } => self.run(command, args, body, &ctx).await?,
+        };
+        let output = match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(mut answer)) if answer.contains_key("output") => {
+                match answer.remove("output") {
+                    Some(Value::String(text)) => text,
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                }
+            }
+            _ => text,
+        };
+        Ok(ToolOutput::from(output))
+    }
+}
+
+impl HandlerTool {
+    /// The webhook's answer to `body`.
+    async fn post(&self, url: &str, body: String, ctx: &ToolContext) -> Result<String, ToolError> {
         let signature = sign(&self.tool.secret, body.as_bytes());
         let sent = self
             .http
@@ -228,16 +280,56 @@ impl Tool for WebhookTool {
                 "the tool's webhook answered {status}: {text}"
             )));
         }
-        let output = match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(mut answer)) if answer.contains_key("output") => {
-                match answer.remove("output") {
-                    Some(Value::String(text)) => text,
-                    Some(other) => other.to_string(),
-                    None => String::new(),
-                }
+        Ok(text)
+    }
+
+    /// The command's standard output for `body` on its standard input.
+    async fn run(
+        &self,
+        command: &str,
+        args: &[String],
+        body: String,
+        ctx: &ToolContext,
+    ) -> Result<String, ToolError> {
+        use tokio::io::AsyncWriteExt;
+        let mut process = tokio::process::Command::new(command);
+        process
+            .args(args)
+            .env_clear()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        for name in ["PATH", "HOME"] {
+            if let Some(value) = std::env::var_os(name) {
+                process.env(name, value);
             }
-            _ => text,
-        };
-        Ok(ToolOutput::from(output))
+        }
+        if let Some(dir) = &self.command_dir {
+            process.current_dir(dir);
+        }
+        let mut child = process
+            .spawn()
+            .map_err(|error| ToolError::new(format!("`{command}` did not start: {error}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A command that does not read its input is not an error.
+            let _ = stdin.write_all(body.as_bytes()).await;
+        }
+        let done = tokio::select! {
+            done = child.wait_with_output() => done,
+            () = ctx.abort.cancelled() => return Err(ToolError::new("the call was aborted")),
+        }
+        .map_err(|error| ToolError::new(format!("`{command}` failed: {error}")))?;
+        if !done.status.success() {
+            let stderr = String::from_utf8_lossy(&done.stderr);
+            return Err(ToolError::new(format!(
+                "`{command}` exited with {}: {}",
+                done.status,
+                stderr.trim()
+            )));
+        }
+        let mut stdout = done.stdout;
+        stdout.truncate(MAX_COMMAND_OUTPUT);
+        Ok(String::from_utf8_lossy(&stdout).into_owned())
     }
 }

@@ -38,7 +38,7 @@ pub(crate) struct Agent {
     updated_at: String,
 }
 
-fn slug(name: &str) -> String {
+pub(crate) fn slug(name: &str) -> String {
     let mut slug = String::new();
     for c in name.chars() {
         if c.is_ascii_alphanumeric() {
@@ -288,7 +288,7 @@ impl From<BlockRecord> for MemoryBlock {
 pub(crate) struct MemoryState {
     agent_id: String,
     blocks: Vec<MemoryBlock>,
-    /// Archival memory is not provided: always 0.
+    /// How many entries its archive keeps.
     archive_size: u64,
 }
 
@@ -334,7 +334,7 @@ pub(crate) struct UpdateBlockRequest {
     value: String,
 }
 
-fn check_label(label: &str) -> Result<(), ApiError> {
+pub(crate) fn check_label(label: &str) -> Result<(), ApiError> {
     check_length("label", label, 100)?;
     let kebab = label.split('-').all(|part| {
         !part.is_empty()
@@ -374,11 +374,12 @@ pub(crate) async fn memory(
 ) -> Result<Json<MemoryResponse>, ApiError> {
     state.check_harness(&harness_id)?;
     let blocks = blocks(&state, &agent_id).await?;
+    let archive_size = state.host.agents().archive(&agent_id).await?.len() as u64;
     Ok(Json(MemoryResponse {
         memory: MemoryState {
             agent_id,
             blocks,
-            archive_size: 0,
+            archive_size,
         },
     }))
 }
@@ -501,4 +502,58 @@ pub(crate) async fn delete_block(
     state.host.agents().get(&agent_id).await?;
     state.host.agents().delete_block(&agent_id, &label).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Copies an agent.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CloneAgentRequest {
+    /// 1-100 characters.
+    #[schema(min_length = 1, max_length = 100)]
+    new_name: String,
+    /// Copy its memory blocks and archive too (default false).
+    #[serde(default)]
+    include_memory: Option<bool>,
+}
+
+/// A new agent with the profile of another (its system prompt, model and tool lists), and
+/// its memory with `include_memory`.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/agents/{agentId}/clone", tag = "agents",
+    operation_id = "agents.clone",
+    params(("harnessId" = String, Path), ("agentId" = String, Path)),
+    request_body = CloneAgentRequest,
+    responses((status = 201, body = AgentResponse), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse)))]
+pub(crate) async fn clone_agent(
+    State(state): State<Shared>,
+    Path((harness_id, agent_id)): Path<(String, String)>,
+    ApiJson(request): ApiJson<CloneAgentRequest>,
+) -> Result<(StatusCode, Json<AgentResponse>), ApiError> {
+    state.check_harness(&harness_id)?;
+    check_length("new_name", &request.new_name, 100)?;
+    let agents = state.host.agents();
+    let source = agents.get(&agent_id).await?;
+    let now = unix_ms();
+    let copy = AgentRecord {
+        id: format!("agent_{}", harness_core::harness::default_id()),
+        name: request.new_name,
+        description: source.description,
+        config: source.config,
+        created_at: now,
+        updated_at: now,
+    };
+    agents.save(&copy).await?;
+    if request.include_memory.unwrap_or(false) {
+        for block in agents.blocks(&agent_id).await? {
+            agents.save_block(&copy.id, &block).await?;
+        }
+        for entry in agents.archive(&agent_id).await? {
+            agents.add_to_archive(&copy.id, &entry).await?;
+        }
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(AgentResponse { agent: copy.into() }),
+    ))
 }

@@ -15,51 +15,13 @@ use super::types::{
     ExecutionResult, Page, Pagination, ResultResponse, SendInputRequest, SendInputResponse,
     ToolCallSummary, ToolCallsResponse, check_length,
 };
+use crate::artifacts::{artifact_paths, artifacts};
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
 use crate::host::{ExecutionRecord, ExecutionStatus};
 use crate::state::Shared;
 use crate::stream::{execution_stream, last_event_id};
 
 const MAX_MESSAGE: usize = 100_000;
-
-/// The files an execution wrote: the paths of its `write_file` calls that completed (the
-/// workspace tool's), first write first; an artifact's id is `art_<n>`, from 1.
-fn artifact_paths(record: &ExecutionRecord) -> Vec<String> {
-    let mut paths: Vec<String> = Vec::new();
-    for call in &record.tool_calls {
-        if call.name == "write_file"
-            && call.status == "completed"
-            && let Some(path) = call.input["path"].as_str()
-            && !paths.iter().any(|known| known == path)
-        {
-            paths.push(path.to_owned());
-        }
-    }
-    paths
-}
-
-/// The artifacts of an execution, with their current size in the workspace (0 without one,
-/// or once deleted).
-fn artifacts(state: &Shared, record: &ExecutionRecord) -> Vec<ArtifactSummary> {
-    artifact_paths(record)
-        .into_iter()
-        .zip(1..)
-        .map(|(path, n): (String, u32)| {
-            let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
-            let size_bytes = state
-                .workspace
-                .as_ref()
-                .and_then(|workspace| workspace.entry(&path).ok())
-                .map_or(0, |entry| entry.size);
-            ArtifactSummary {
-                id: format!("art_{n}"),
-                mime_type: super::files::mime(&name).to_owned(),
-                name,
-                size_bytes,
-            }
-        })
-        .collect()
-}
 
 fn view(state: &Shared, record: ExecutionRecord) -> Execution {
     let progress = None;
@@ -135,7 +97,8 @@ async fn start(state: &Shared, request: ExecuteRequest) -> Result<(String, Strin
     responses((status = 202, body = ExecuteResponse), (status = 400, body = ErrorResponse),
         (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
         (status = 409, body = ErrorResponse), (status = 413, body = ErrorResponse),
-        (status = 415, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
+        (status = 415, body = ErrorResponse), (status = 422, body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
 pub(crate) async fn execute(
     State(state): State<Shared>,
     Path(harness_id): Path<String>,
@@ -167,7 +130,7 @@ pub(crate) async fn execute(
         (status = 400, body = ErrorResponse), (status = 401, body = ErrorResponse),
         (status = 404, body = ErrorResponse), (status = 409, body = ErrorResponse),
         (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse),
-        (status = 503, body = ErrorResponse)))]
+        (status = 422, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
 pub(crate) async fn execute_stream(
     State(state): State<Shared>,
     Path(harness_id): Path<String>,
@@ -350,7 +313,7 @@ pub(crate) fn execution_result(state: &Shared, record: ExecutionRecord) -> Execu
                 .map_or(0, |end| end.saturating_sub(call.started_at)),
         })
         .collect();
-    let written = artifacts(state, &record);
+    let written = artifacts(state.workspace.as_ref(), &record);
     ExecutionResult {
         execution_id: record.id,
         status: record.status,
@@ -394,30 +357,47 @@ pub(crate) async fn send_input(
     ApiJson(request): ApiJson<SendInputRequest>,
 ) -> Result<Json<SendInputResponse>, ApiError> {
     state.check_harness(&harness_id)?;
-    let record = state.host.execution(&execution_id).await?;
+    answer_input(
+        &state,
+        &execution_id,
+        request.data,
+        request.answer,
+        request.call_id.as_deref(),
+    )
+    .await?;
+    Ok(Json(SendInputResponse { accepted: true }))
+}
+
+/// Answers what execution `execution_id` waits for: an approval with `data` (`yes`, `no` or
+/// `always`), a question with `answer` or else `data`; `410` after its end, `409` when
+/// nothing waits, `422` for an answer that does not fit.
+pub(crate) async fn answer_input(
+    state: &Shared,
+    execution_id: &str,
+    data: String,
+    answer: Option<serde_json::Value>,
+    call_id: Option<&str>,
+) -> Result<(), ApiError> {
+    let record = state.host.execution(execution_id).await?;
     if record.status.is_finished() {
         return Err(ApiError::gone(format!(
             "execution `{execution_id}` is over"
         )));
     }
-    let (Some(live), Some(waiting)) = (state.host.live(&execution_id), record.awaiting_input)
-    else {
+    let (Some(live), Some(waiting)) = (state.host.live(execution_id), record.awaiting_input) else {
         return Err(ApiError::conflict(format!(
             "execution `{execution_id}` is not waiting for input"
         )));
     };
-    let call_id = request.call_id.as_deref().unwrap_or(&waiting.call_id);
+    let call_id = call_id.unwrap_or(&waiting.call_id);
     let harness = live.harness();
     if waiting.kind == "approval" {
-        let answer = approval(&request.data)?;
-        harness.respond_to_tool_approval(answer, Some(call_id))?;
+        harness.respond_to_tool_approval(approval(&data)?, Some(call_id))?;
     } else {
-        let answer = request
-            .answer
-            .unwrap_or(serde_json::Value::String(request.data));
+        let answer = answer.unwrap_or(serde_json::Value::String(data));
         harness.respond_to_tool_suspension(answer, Some(call_id))?;
     }
-    Ok(Json(SendInputResponse { accepted: true }))
+    Ok(())
 }
 
 /// An approval's answer from its text.
@@ -453,7 +433,7 @@ pub(crate) async fn list_artifacts(
     state.check_harness(&harness_id)?;
     let record = state.host.execution(&execution_id).await?;
     Ok(Json(ArtifactList {
-        artifacts: artifacts(&state, &record),
+        artifacts: artifacts(state.workspace.as_ref(), &record),
     }))
 }
 

@@ -57,7 +57,7 @@ pub(crate) struct UpdateHookRequest {
 
 fn check(state: &Shared, handler: &HookHandler) -> Result<(), ApiError> {
     let HookHandler::Webhook { url } = handler;
-    state.host.hooks().check_url(url)
+    state.host.hooks().check_url("handler.url", url)
 }
 
 /// Lists the hooks.

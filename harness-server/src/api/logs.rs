@@ -5,11 +5,10 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use harness_tags::util::parse_rfc3339;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
-use super::types::{Page, Pagination};
+use super::types::{Page, Pagination, since};
 use crate::error::{ApiError, ApiQuery, ErrorResponse};
 use crate::logs::{LogEntry, LogLevel};
 use crate::state::Shared;
@@ -46,12 +45,7 @@ pub(crate) async fn list(
         offset: filter.offset,
     }
     .checked()?;
-    let since = match &filter.since {
-        Some(text) => parse_rfc3339(text).ok_or_else(|| {
-            ApiError::invalid_field("since", format!("`{text}` is not an RFC 3339 date-time"))
-        })?,
-        None => i64::MIN,
-    };
+    let since = since(filter.since.as_deref())?.unwrap_or(i64::MIN);
     let minimum = filter.level.unwrap_or(LogLevel::Debug);
     let entries = state
         .config

@@ -1,10 +1,14 @@
 //! The router: the spec's route table, each route answered by its handler or `501`.
 
 pub(crate) mod agents;
+pub(crate) mod connect;
+pub(crate) mod events;
 pub(crate) mod execution;
 pub(crate) mod files;
 pub(crate) mod hooks;
 pub(crate) mod logs;
+pub(crate) mod mcp;
+pub(crate) mod memory;
 pub(crate) mod planning;
 pub(crate) mod registry;
 pub(crate) mod sessions;
@@ -30,6 +34,10 @@ use crate::error::ApiError;
 use crate::routes::{SPEC_ROUTES, SpecRoute};
 use crate::state::Shared;
 
+/// The largest upload body (the spec's batch limit): uploads are not held to the JSON body
+/// limit.
+const UPLOAD_LIMIT: usize = 100 * 1024 * 1024;
+
 /// The spec operations this server provides, with their handlers.
 fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
     let method = route.method;
@@ -43,6 +51,7 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "diagnostics.streamLogs" => on_method(method, logs::stream),
         "sessions.list" => on_method(method, sessions::list),
         "sessions.create" => on_method(method, sessions::create),
+        "sessions.connect" => on_method(method, connect::connect),
         "sessions.get" => on_method(method, sessions::get_session),
         "sessions.update" => on_method(method, sessions::update),
         "sessions.end" => on_method(method, sessions::end),
@@ -67,20 +76,50 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "agents.get" => on_method(method, agents::get_agent),
         "agents.update" => on_method(method, agents::update),
         "agents.delete" => on_method(method, agents::delete),
+        "agents.clone" => on_method(method, agents::clone_agent),
         "memory.get" => on_method(method, agents::memory),
         "memory.listBlocks" => on_method(method, agents::list_blocks),
         "memory.getBlock" => on_method(method, agents::get_block),
         "memory.updateBlock" => on_method(method, agents::update_block),
         "memory.createBlock" => on_method(method, agents::create_block),
         "memory.deleteBlock" => on_method(method, agents::delete_block),
+        "memory.search" => on_method(method, memory::search),
+        "memory.getArchive" => on_method(method, memory::archive),
+        "memory.addToArchive" => on_method(method, memory::add_to_archive),
+        "memory.export" => on_method(method, memory::export),
+        "memory.import" => {
+            on_method(method, memory::import).layer(DefaultBodyLimit::max(UPLOAD_LIMIT))
+        }
+        "mcp.list" => on_method(method, mcp::list),
+        "mcp.connect" => on_method(method, mcp::connect),
+        "mcp.get" => on_method(method, mcp::get_server),
+        "mcp.update" => on_method(method, mcp::update),
+        "mcp.disconnect" => on_method(method, mcp::disconnect),
+        "mcp.listTools" => on_method(method, mcp::list_tools),
+        "mcp.listResources" => on_method(method, mcp::list_resources),
+        "mcp.listPrompts" => on_method(method, mcp::list_prompts),
+        "mcp.health" => on_method(method, mcp::health),
         "tools.list" => on_method(method, tools::list),
         "tools.get" => on_method(method, tools::get_tool),
         "tools.register" => on_method(method, tools::register),
         "tools.unregister" => on_method(method, tools::unregister),
+        "tools.invoke" => on_method(method, tools::invoke),
+        "tools.invokeStream" => on_method(method, tools::invoke_stream),
         "planning.get" => on_method(method, planning::plan),
         "planning.listTasks" => on_method(method, planning::list_tasks),
+        "planning.update" => on_method(method, planning::update),
+        "planning.updateTask" => on_method(method, planning::update_task),
+        "planning.stream" => on_method(method, planning::stream),
         "files.list" => on_method(method, files::list),
         "files.mkdir" => on_method(method, files::mkdir),
+        "files.search" => on_method(method, files::search),
+        "files.upload" => {
+            on_method(method, files::upload).layer(DefaultBodyLimit::max(UPLOAD_LIMIT))
+        }
+        "files.uploadBatch" => {
+            on_method(method, files::upload_batch).layer(DefaultBodyLimit::max(UPLOAD_LIMIT))
+        }
+        "files.downloadBatch" => on_method(method, files::download_batch),
         // Answered by the catch-all `files/{*path}` (see `router`).
         "files.read" | "files.write" | "files.delete" | "files.download" => {
             on_method(method, files::catch_all)
@@ -93,6 +132,11 @@ fn built(route: &SpecRoute) -> Option<MethodRouter<Shared>> {
         "subagents.delegateStream" => on_method(method, subagents::delegate_stream),
         "subagents.result" => on_method(method, subagents::result),
         "subagents.attachStream" => on_method(method, subagents::attach),
+        "hooks.listEvents" => on_method(method, events::list),
+        "hooks.streamEvents" => on_method(method, events::stream),
+        "webhooks.register" => on_method(method, events::register),
+        "webhooks.list" => on_method(method, events::list_webhooks),
+        "webhooks.delete" => on_method(method, events::delete_webhook),
         "hooks.list" => on_method(method, hooks::list),
         "hooks.register" => on_method(method, hooks::register),
         "hooks.get" => on_method(method, hooks::get_hook),

@@ -38,11 +38,7 @@ pub(crate) async fn session_view(
         .thread_version(&thread.id)
         .await?
         .map_or(0, |version| version.messages);
-    let status = store
-        .record(SESSION_STATES, &thread.id)
-        .await?
-        .and_then(|record| serde_json::from_value(record.value).ok())
-        .unwrap_or(SessionState::Active);
+    let status = state_of(state, &thread.id).await?;
     Ok(Session {
         id: thread.id.clone(),
         harness_id: state.config.harness_id.clone(),
@@ -52,6 +48,17 @@ pub(crate) async fn session_view(
         created_at: rfc3339(thread.created_at),
         updated_at: rfc3339(thread.updated_at),
     })
+}
+
+/// Whether a session is active, paused or ended.
+pub(crate) async fn state_of(state: &Shared, session_id: &str) -> Result<SessionState, ApiError> {
+    Ok(state
+        .host
+        .store()
+        .record(SESSION_STATES, session_id)
+        .await?
+        .and_then(|record| serde_json::from_value(record.value).ok())
+        .unwrap_or(SessionState::Active))
 }
 
 fn connect_url(state: &Shared, session_id: &str) -> String {
@@ -254,6 +261,14 @@ pub(crate) async fn end(
         state.host.delete_session(&session_id).await?;
     } else {
         set_state(&state, &session_id, SessionState::Ended).await?;
+        state
+            .host
+            .journal()
+            .record(
+                "session.ended",
+                json!({ "session_id": session_id, "deleted": false }),
+            )
+            .await;
     }
     Ok(StatusCode::NO_CONTENT)
 }

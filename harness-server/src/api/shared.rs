@@ -65,12 +65,14 @@ pub(crate) fn signing_secret(given: Option<String>) -> Result<String, ApiError> 
 }
 
 /// Why a model named in a request cannot be used: `400` for an id that is not
-/// `provider/name`, `404` for a well-formed one this harness cannot use (unknown, or without
+/// `provider/name`, `422` for a well-formed one this harness cannot use (unknown, or without
 /// its key).
 pub(crate) fn model_refused(model: &str, error: HarnessError) -> ApiError {
     match error {
         HarnessError::ModelId(_) => ApiError::invalid_field("model", error.to_string()),
-        other => ApiError::unknown("model", model, other.to_string()),
+        other => {
+            ApiError::unprocessable("model", format!("model `{model}` cannot be used: {other}"))
+        }
     }
 }
 

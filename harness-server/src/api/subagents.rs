@@ -174,7 +174,7 @@ pub(crate) async fn list(
     responses((status = 201, body = SubagentResponse), (status = 400, body = ErrorResponse),
         (status = 401, body = ErrorResponse), (status = 404, body = ErrorResponse),
         (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse),
-        (status = 503, body = ErrorResponse)))]
+        (status = 422, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
 pub(crate) async fn spawn(
     State(state): State<Shared>,
     Path((harness_id, agent_id)): Path<(String, String)>,

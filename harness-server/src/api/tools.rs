@@ -4,6 +4,8 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::Response;
+use harness_core::kernel::Refusal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -20,7 +22,7 @@ use crate::tools::{CustomTool, ToolHandler};
 pub(crate) enum ToolOrigin {
     /// The harness's own (built-in, the mode's, the application's).
     Builtin,
-    /// An MCP server's (not listed here: they are listed when a run starts).
+    /// An MCP server's (listed once the server has started: see `mcp-servers`).
     Mcp,
     /// A skill's (skills are not provided).
     Skill,
@@ -111,11 +113,28 @@ async fn every_tool(state: &Shared) -> Result<Vec<ToolInfo>, ApiError> {
             input_schema: (*spec.input_schema).clone(),
         })
         .collect();
+    for entry in state.host.mcp().all() {
+        tools.extend(
+            entry
+                .client
+                .status()
+                .tools
+                .into_iter()
+                .map(|tool| ToolInfo {
+                    id: tool.name.clone(),
+                    name: tool.name,
+                    description: tool.description,
+                    source: ToolOrigin::Mcp,
+                    input_schema: (*tool.input_schema).clone(),
+                }),
+        );
+    }
     tools.extend(state.host.custom_tools().all().await?.iter().map(custom));
     Ok(tools)
 }
 
-/// Lists the tools: the harness's own, then the custom ones.
+/// Lists the tools: the harness's own, the MCP servers' (of those started), then the custom
+/// ones.
 #[utoipa::path(get, path = "/v1/harnesses/{harnessId}/tools", tag = "tools",
     operation_id = "tools.list", params(("harnessId" = String, Path), ToolFilter),
     responses((status = 200, body = Page<ToolInfo>), (status = 400, body = ErrorResponse),
@@ -191,8 +210,24 @@ pub(crate) async fn register(
             "input_schema must be a valid JSON Schema of `\"type\": \"object\"`",
         ));
     }
-    let ToolHandler::Webhook { url } = &request.handler;
-    state.host.hooks().check_url(url)?;
+    match &request.handler {
+        ToolHandler::Webhook { url } => state.host.hooks().check_url("handler.url", url)?,
+        ToolHandler::Command { .. } if !state.config.command_tools => {
+            return Err(ApiError::forbidden(
+                "command tools run programs on the server's machine; this server does not \
+                 allow them (--allow-command-tools)",
+            ));
+        }
+        ToolHandler::Command { command, args } => {
+            check_length("handler.command", command, 1000)?;
+            if args.len() > 100 {
+                return Err(ApiError::invalid_field(
+                    "handler.args",
+                    "a command takes at most 100 arguments",
+                ));
+            }
+        }
+    }
     let secret = signing_secret(request.secret)?;
     if every_tool(&state)
         .await?
@@ -247,4 +282,110 @@ pub(crate) async fn unregister(
         )));
     }
     Err(ApiError::not_found("tool", &tool_id))
+}
+
+/// A direct call.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InvokeRequest {
+    /// The tool's arguments, checked against its input schema (nothing repairs them).
+    #[serde(deserialize_with = "crate::error::object_only")]
+    #[schema(value_type = Object)]
+    input: Option<serde_json::Map<String, Value>>,
+}
+
+/// What a direct call did.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub(crate) struct InvokeResponse {
+    success: bool,
+    /// `{ "text": ... }`: the result as a model would see it (after the result handlers, a
+    /// redactor's included).
+    #[schema(value_type = Object)]
+    output: Value,
+    duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// Runs a direct call in the server's invoking harness; `404`, `400` or `403` if it did not
+/// run.
+async fn invoked(
+    state: &Shared,
+    tool_id: &str,
+    request: InvokeRequest,
+) -> Result<InvokeResponse, ApiError> {
+    let input =
+        Value::Object(request.input.ok_or_else(|| {
+            ApiError::invalid_field("input", "a call needs its `input`, an object")
+        })?);
+    let harness = state.host.invoker().await?;
+    let done = harness.invoke_tool(tool_id, input).await?;
+    match done.refused {
+        None => Ok(InvokeResponse {
+            success: !done.is_error,
+            output: serde_json::json!({ "text": done.content }),
+            duration_ms: done.duration_ms,
+            error: done.is_error.then_some(done.content),
+        }),
+        Some(Refusal::UnknownTool) => Err(ApiError::not_found("tool", tool_id)),
+        Some(Refusal::InvalidArguments) => Err(ApiError::invalid_field("input", done.content)),
+        Some(_) => Err(ApiError::forbidden(done.content)),
+    }
+}
+
+/// Calls a tool directly, through the permission gate and the hooks as a model's call is (a
+/// call the gate would ask a user about is refused: nobody is attached to a direct call).
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/tools/{toolId}/invoke", tag = "tools",
+    operation_id = "tools.invoke",
+    params(("harnessId" = String, Path), ("toolId" = String, Path)),
+    request_body = InvokeRequest,
+    responses((status = 200, body = InvokeResponse), (status = 400, body = ErrorResponse),
+        (status = 401, body = ErrorResponse), (status = 403, body = ErrorResponse),
+        (status = 404, body = ErrorResponse), (status = 413, body = ErrorResponse),
+        (status = 415, body = ErrorResponse), (status = 503, body = ErrorResponse)))]
+pub(crate) async fn invoke(
+    State(state): State<Shared>,
+    Path((harness_id, tool_id)): Path<(String, String)>,
+    ApiJson(request): ApiJson<InvokeRequest>,
+) -> Result<Json<InvokeResponse>, ApiError> {
+    state.check_harness(&harness_id)?;
+    Ok(Json(invoked(&state, &tool_id, request).await?))
+}
+
+/// Calls a tool directly and streams its outcome: `output` with the result, or `error`, then
+/// `done`. A refusal before it runs is the same `4xx` as `invoke`'s. Not resumable: each
+/// `POST` is a new call.
+#[utoipa::path(post, path = "/v1/harnesses/{harnessId}/tools/{toolId}/invoke/stream",
+    tag = "tools", operation_id = "tools.invokeStream",
+    params(("harnessId" = String, Path), ("toolId" = String, Path)),
+    request_body = InvokeRequest,
+    responses((status = 200, content_type = "text/event-stream", body = String,
+            description = "`event:` the frame's type: `output` `{data}`, `error` `{code, \
+                message}`, then `done` `{success, duration_ms}`"),
+        (status = 400, body = ErrorResponse), (status = 401, body = ErrorResponse),
+        (status = 403, body = ErrorResponse), (status = 404, body = ErrorResponse),
+        (status = 413, body = ErrorResponse), (status = 415, body = ErrorResponse),
+        (status = 503, body = ErrorResponse)))]
+pub(crate) async fn invoke_stream(
+    State(state): State<Shared>,
+    Path((harness_id, tool_id)): Path<(String, String)>,
+    ApiJson(request): ApiJson<InvokeRequest>,
+) -> Result<Response, ApiError> {
+    state.check_harness(&harness_id)?;
+    let done = invoked(&state, &tool_id, request).await?;
+    let mut frames = vec![if done.success {
+        serde_json::json!({ "type": "output", "data": done.output })
+    } else {
+        serde_json::json!({
+            "type": "error",
+            "code": "tool_failed",
+            "message": done.error.unwrap_or_default(),
+        })
+    }];
+    frames.push(serde_json::json!({
+        "type": "done",
+        "success": done.success,
+        "duration_ms": done.duration_ms,
+    }));
+    Ok(crate::stream::frames_response(&frames))
 }

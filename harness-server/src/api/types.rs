@@ -115,6 +115,29 @@ pub(crate) fn check_length(field: &str, text: &str, max: usize) -> Result<(), Ap
     Ok(())
 }
 
+/// The time a `since` query parameter names (RFC 3339), or `400` naming it.
+pub(crate) fn since(text: Option<&str>) -> Result<Option<i64>, ApiError> {
+    text.map(|text| {
+        harness_tags::util::parse_rfc3339(text).ok_or_else(|| {
+            ApiError::invalid_field("since", format!("`{text}` is not an RFC 3339 date-time"))
+        })
+    })
+    .transpose()
+}
+
+/// A whole number between `min` and `max` from a JSON number (`3.0` is the integer 3: JSON
+/// has one number type), or `400` naming `field`.
+pub(crate) fn whole(field: &str, value: f64, min: u64, max: u64) -> Result<u64, ApiError> {
+    if value.fract() == 0.0 && value >= min as f64 && value <= max as f64 {
+        // In range and integral: the conversion is exact.
+        return Ok(value as u64);
+    }
+    Err(ApiError::invalid_field(
+        field,
+        format!("{field} is a whole number from {min} to {max}"),
+    ))
+}
+
 /// A session: a thread of the harness.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub(crate) struct Session {
@@ -331,14 +354,7 @@ pub(crate) struct ToolCallSummary {
     pub(crate) duration_ms: i64,
 }
 
-/// A file an execution produced (none are reported: artifacts are not provided).
-#[derive(Clone, Debug, Serialize, ToSchema)]
-pub(crate) struct ArtifactSummary {
-    pub(crate) id: String,
-    pub(crate) name: String,
-    pub(crate) mime_type: String,
-    pub(crate) size_bytes: u64,
-}
+pub(crate) use crate::artifacts::ArtifactSummary;
 
 /// Token usage.
 #[derive(Clone, Copy, Debug, Serialize, ToSchema)]

@@ -202,3 +202,236 @@ async fn an_executions_artifacts_are_the_files_it_wrote() {
         .await;
     assert_eq!(missing.status, 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workspace_is_searched_by_glob_and_grep_within_its_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path();
+    std::fs::create_dir_all(root.join("docs/deep")).unwrap();
+    std::fs::write(root.join("docs/guide.md"), "intro\nthe needle here\nend\n").unwrap();
+    std::fs::write(root.join("docs/deep/more.md"), "needle again\n").unwrap();
+    std::fs::write(root.join("main.rs"), "fn main() { needle(); }\n").unwrap();
+    std::fs::write(root.join(".hidden.md"), "needle hidden\n").unwrap();
+    let served = served(root, &dir.path().join("h.db")).await;
+    let search = |body: serde_json::Value| {
+        let served = &served;
+        async move { served.post("/files/search", body).await }
+    };
+
+    let by_name = search(json!({ "glob": "*.md" })).await;
+    assert_eq!(by_name.status, 200, "{:?}", by_name.body);
+    let paths: Vec<&str> = by_name.body["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|found| found["file"]["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["docs/deep/more.md", "docs/guide.md"]);
+    assert!(by_name.body["matches"][0]["line_matches"].is_null());
+
+    let lines = search(json!({ "grep": "needle", "path": "docs", "glob": "docs/*.md" })).await;
+    assert_eq!(lines.status, 200, "{:?}", lines.body);
+    let only = &lines.body["matches"];
+    assert_eq!(only.as_array().unwrap().len(), 1);
+    assert_eq!(only[0]["file"]["name"], "guide.md");
+    assert_eq!(
+        only[0]["line_matches"],
+        json!([{ "line_number": 2, "content": "the needle here" }])
+    );
+    assert_eq!(lines.body["truncated"], false);
+
+    let capped = search(json!({ "grep": "needle", "max_results": 1.0 })).await;
+    assert_eq!(capped.body["matches"].as_array().unwrap().len(), 1);
+    assert_eq!(capped.body["truncated"], true);
+
+    for (body, status) in [
+        (json!({ "grep": "(" }), 400),
+        (json!({ "glob": "a{" }), 400),
+        (json!({ "max_results": 0 }), 400),
+        (json!({ "max_results": 2.5 }), 400),
+        (json!({ "grep": "x", "path": ".." }), 403),
+        (json!({ "grep": "x", "path": "/etc" }), 403),
+        (json!({ "grep": "x", "path": "nowhere" }), 404),
+    ] {
+        let refused = search(body.clone()).await;
+        assert_eq!(refused.status, status, "{body}: {:?}", refused.body);
+    }
+}
+
+async fn upload(
+    served: &Served,
+    path: &str,
+    parts: &[crate::support::Part<'_>],
+) -> crate::support::Answer {
+    let (content_type, body) = crate::support::multipart(parts);
+    let response = served
+        .http()
+        .post(served.url(path))
+        .bearer_auth(TOKEN)
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    answer(response).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_are_uploaded_one_or_many_and_downloaded_as_a_zip() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let root = workspace.path();
+    let served = served(root, &dir.path().join("h.db")).await;
+
+    // Larger than the 1 MiB JSON body limit: uploads have their own.
+    let big = vec![b'x'; 3 * 1024 * 1024];
+    let one = upload(
+        &served,
+        "/files/upload",
+        &[
+            ("path", None, b"in/big.bin"),
+            ("file", Some("big.bin"), &big),
+        ],
+    )
+    .await;
+    assert_eq!(one.status, 201, "{:?}", one.body);
+    assert_eq!(one.body["created"], true);
+    assert_eq!(one.body["file"]["size_bytes"], 3 * 1024 * 1024);
+    assert_eq!(
+        std::fs::read(root.join("in/big.bin")).unwrap().len(),
+        big.len()
+    );
+    let again = upload(
+        &served,
+        "/files/upload",
+        &[
+            ("path", None, b"in/big.bin"),
+            ("file", Some("big.bin"), b"small"),
+        ],
+    )
+    .await;
+    assert_eq!(again.status, 409, "{:?}", again.body);
+    let replaced = upload(
+        &served,
+        "/files/upload",
+        &[
+            ("path", None, b"in/big.bin"),
+            ("overwrite", None, b"true"),
+            ("file", Some("big.bin"), b"small"),
+        ],
+    )
+    .await;
+    assert_eq!(replaced.status, 200, "{:?}", replaced.body);
+    assert_eq!(std::fs::read(root.join("in/big.bin")).unwrap(), b"small");
+    for (parts, status) in [
+        (
+            vec![
+                ("path", None, &b"../out.txt"[..]),
+                ("file", Some("f"), &b"x"[..]),
+            ],
+            403,
+        ),
+        (vec![("file", Some("f"), &b"x"[..])], 400),
+        (vec![("path", None, &b"a.txt"[..])], 400),
+        (
+            vec![
+                ("path", None, &b"a.txt"[..]),
+                ("extra", None, &b"x"[..]),
+                ("file", Some("f"), &b"x"[..]),
+            ],
+            400,
+        ),
+    ] {
+        let refused = upload(&served, "/files/upload", &parts).await;
+        assert_eq!(refused.status, status, "{:?}", refused.body);
+    }
+    assert!(!root.parent().unwrap().join("out.txt").exists());
+    let not_a_form = served.post("/files/upload", json!({ "path": "a" })).await;
+    assert_eq!(not_a_form.status, 415, "{:?}", not_a_form.body);
+
+    let batch = upload(
+        &served,
+        "/files/upload-batch",
+        &[
+            ("base_path", None, b"site"),
+            ("files", Some("index.html"), b"<h1>hi</h1>"),
+            ("files", Some("css/app.css"), b"h1 {}"),
+            ("files", Some("../../escape.txt"), b"no"),
+        ],
+    )
+    .await;
+    assert_eq!(batch.status, 200, "{:?}", batch.body);
+    let uploaded: Vec<&str> = batch.body["uploaded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(uploaded, ["site/index.html", "site/css/app.css"]);
+    assert_eq!(batch.body["errors"][0]["path"], "site/../../escape.txt");
+    let repeated = upload(
+        &served,
+        "/files/upload-batch",
+        &[
+            ("base_path", None, b"site"),
+            ("files", Some("index.html"), b"again"),
+        ],
+    )
+    .await;
+    assert_eq!(repeated.body["skipped"], json!(["site/index.html"]));
+    let empty = upload(
+        &served,
+        "/files/upload-batch",
+        &[("overwrite", None, b"false")],
+    )
+    .await;
+    assert_eq!(empty.status, 400, "{:?}", empty.body);
+    let unnamed = upload(&served, "/files/upload-batch", &[("files", None, b"{}")]).await;
+    assert_eq!(unnamed.status, 400, "{:?}", unnamed.body);
+
+    let zipped = served
+        .http()
+        .post(served.url("/files/download-batch"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .body(json!({ "paths": ["site/index.html", "site/css/app.css"] }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(zipped.status(), 200);
+    assert_eq!(zipped.headers()["content-type"], "application/zip");
+    let bytes = zipped.bytes().await.unwrap();
+    let archive = dir.path().join("files.zip");
+    std::fs::write(&archive, &bytes).unwrap();
+    // Read by an implementation nobody here wrote: Python's zipfile.
+    let listed = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); assert z.testzip() is None; \
+             print('\\n'.join(f'{i.filename}={z.read(i).decode()}' for i in z.infolist()))",
+        ])
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(listed.stdout).unwrap(),
+        "site/index.html=<h1>hi</h1>\nsite/css/app.css=h1 {}\n"
+    );
+    for (paths, status) in [
+        (json!(["site/missing.txt"]), 404),
+        (json!(["../etc/passwd"]), 403),
+        (json!(["site"]), 409),
+        (json!([]), 400),
+    ] {
+        let refused = served
+            .post("/files/download-batch", json!({ "paths": paths }))
+            .await;
+        assert_eq!(refused.status, status, "{paths}: {:?}", refused.body);
+    }
+}

@@ -4,11 +4,15 @@
 
 mod agents;
 mod approvals;
+mod connect;
 mod errors;
+mod events;
 mod files;
 mod hooks;
 mod logs;
+mod mcp;
 mod openapi;
+mod planning;
 mod resume;
 mod routes;
 mod sessions;

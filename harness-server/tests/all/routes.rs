@@ -35,6 +35,20 @@ fn never_run() -> Value {
     })
 }
 
+/// A streamable HTTP server nobody listens at (connecting only records it; a run that tries
+/// to start it fails at once), named uniquely.
+fn elsewhere() -> Value {
+    json!({
+        "name": format!("r{}", harness_core::harness::default_id()),
+        "transport": { "type": "http", "url": "https://127.0.0.1:1/mcp" }
+    })
+}
+
+/// A webhook for events nothing in this test produces.
+fn never_notified() -> Value {
+    json!({ "url": "https://hooks.example.com/never", "events": ["hook.triggered"] })
+}
+
 /// The ids a route's path takes.
 struct Ids {
     session: String,
@@ -43,6 +57,11 @@ struct Ids {
     agent: String,
     tool: String,
     subagent: String,
+    /// A server connected over the API (changed and disconnected by the routes).
+    mcp_connected: String,
+    webhook: String,
+    /// The agent's memory as `memory.export` wrote it.
+    snapshot: Vec<u8>,
 }
 
 /// The route's path with real ids.
@@ -54,10 +73,29 @@ fn path(route: &SpecRoute, ids: &Ids) -> String {
         ("{executionId}", ids.execution.as_str()),
         ("{hookId}", ids.hook.as_str()),
         ("{agentId}", ids.agent.as_str()),
-        ("{toolId}", ids.tool.as_str()),
+        (
+            "{toolId}",
+            if route.id.starts_with("tools.invoke") {
+                // The scripted harness's own: it answers at once.
+                "echo"
+            } else {
+                ids.tool.as_str()
+            },
+        ),
         ("{subagentId}", ids.subagent.as_str()),
+        (
+            "{serverId}",
+            if matches!(route.id, "mcp.update" | "mcp.disconnect") {
+                ids.mcp_connected.as_str()
+            } else {
+                // The configured one: it answers.
+                "everything"
+            },
+        ),
         ("{artifactId}", "art_1"),
         ("{label}", "notes"),
+        ("{taskId}", "t1"),
+        ("{webhookId}", ids.webhook.as_str()),
         ("{path}", "notes.txt"),
     ] {
         path = path.replace(name, value);
@@ -67,6 +105,23 @@ fn path(route: &SpecRoute, ids: &Ids) -> String {
         path.replace_range(start..=end, "x");
     }
     path
+}
+
+/// The form of the routes that take `multipart/form-data`.
+fn form<'a>(route: &SpecRoute, ids: &'a Ids) -> Option<Vec<crate::support::Part<'a>>> {
+    match route.id {
+        "memory.import" => Some(vec![("snapshot", Some("memory.zip"), &ids.snapshot)]),
+        "files.upload" => Some(vec![
+            ("path", None, b"uploaded.txt"),
+            ("overwrite", None, b"true"),
+            ("file", Some("uploaded.txt"), b"up"),
+        ]),
+        "files.uploadBatch" => Some(vec![
+            ("overwrite", None, b"true"),
+            ("files", Some("batch/a.txt"), b"a"),
+        ]),
+        _ => None,
+    }
 }
 
 /// A valid body for the routes provided that take one.
@@ -86,6 +141,17 @@ fn body(route: &SpecRoute, session: &str) -> Option<Value> {
         "files.mkdir" => json!({ "path": "made/here" }),
         "memory.updateBlock" => json!({ "value": "changed" }),
         "subagents.spawn" => json!({ "name": "routes", "description": "a subagent" }),
+        "mcp.connect" => elsewhere(),
+        "tools.invoke" | "tools.invokeStream" => json!({ "input": { "text": "hi" } }),
+        "planning.update" => json!({ "tasks": [{ "id": "t1", "content": "route task" }] }),
+        "planning.updateTask" => json!({ "status": "completed" }),
+        "webhooks.register" => never_notified(),
+        "files.search" => json!({ "glob": "*.txt" }),
+        "files.downloadBatch" => json!({ "paths": ["notes.txt"] }),
+        "memory.search" => json!({ "query": "v" }),
+        "agents.clone" => json!({ "new_name": "copy" }),
+        "memory.addToArchive" => json!({ "content": "kept" }),
+        "mcp.update" => json!({ "auto_reconnect": true }),
         "subagents.delegate" | "subagents.delegateStream" => json!({ "task": "hi" }),
         _ if route.method == "POST" || route.method == "PUT" || route.method == "PATCH" => {
             json!({})
@@ -122,6 +188,14 @@ async fn setup(served: &Served, workspace: &std::path::Path) -> Ids {
     let execution = served.execute(&session, "hi").await;
     let seen = frames(served.attach(&execution, None).await, None).await;
     assert_eq!(seen.last().unwrap().event, "done");
+    let planned = served
+        .request(
+            "PATCH",
+            &format!("/executions/{execution}/plan"),
+            Some(json!({ "tasks": [{ "id": "t1", "content": "route task" }] })),
+        )
+        .await;
+    assert_eq!(planned.status, 200, "{:?}", planned.body);
     let hook = served.post("/hooks", never_called()).await;
     let agent = served.post("/agents", json!({ "name": "routes" })).await;
     let agent = agent.body["agent"]["id"].as_str().unwrap().to_owned();
@@ -151,6 +225,21 @@ async fn setup(served: &Served, workspace: &std::path::Path) -> Ids {
         "{:?}",
         delegated.body
     );
+    let connected = served.post("/mcp-servers", elsewhere()).await;
+    assert_eq!(connected.status, 201, "{:?}", connected.body);
+    let webhook = served.post("/webhooks", never_notified()).await;
+    assert_eq!(webhook.status, 201, "{:?}", webhook.body);
+    let exported = served
+        .http()
+        .post(served.url(&format!("/agents/{agent}/memory/export")))
+        .bearer_auth(crate::support::TOKEN)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(exported.status(), 200);
+    let snapshot = exported.bytes().await.unwrap().to_vec();
     Ids {
         session,
         execution,
@@ -158,6 +247,9 @@ async fn setup(served: &Served, workspace: &std::path::Path) -> Ids {
         agent,
         tool: tool.body["tool"]["id"].as_str().unwrap().to_owned(),
         subagent,
+        mcp_connected: connected.body["server"]["id"].as_str().unwrap().to_owned(),
+        webhook: webhook.body["webhook"]["id"].as_str().unwrap().to_owned(),
+        snapshot,
     }
 }
 
@@ -175,6 +267,9 @@ async fn every_route_needs_the_token() {
             agent: "a".into(),
             tool: "t".into(),
             subagent: "sa".into(),
+            mcp_connected: "m".into(),
+            webhook: "w".into(),
+            snapshot: Vec::new(),
         };
         let url = format!("{}{}", served.base, path(route, &ids));
         let method = reqwest::Method::from_bytes(route.method.as_bytes()).unwrap();
@@ -190,11 +285,15 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
     let workspace = tempfile::tempdir().unwrap();
     let root = workspace.path().to_path_buf();
     let tools = harness_workspace::Workspace::new(&root).unwrap();
+    let Some(server) = harness_tests::mcp_servers::everything("everything", dir.path()) else {
+        return;
+    };
     let served = crate::support::serve_with(
         &dir.path().join("h.db"),
         answers,
         std::sync::Arc::new(move |builder| builder.tool(tools.write_file())),
         move |config| {
+            config.mcp_servers = vec![server];
             config.workspace = Some(root);
             config.logs.push(
                 harness_server::LogLevel::Info,
@@ -225,7 +324,10 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
         let mut request = http
             .request(method, &url)
             .bearer_auth(crate::support::TOKEN);
-        if let Some(body) = body(route, &ids.session) {
+        if let Some(parts) = form(route, &ids) {
+            let (content_type, body) = crate::support::multipart(&parts);
+            request = request.header("content-type", content_type).body(body);
+        } else if let Some(body) = body(route, &ids.session) {
             request = request
                 .header("content-type", "application/json")
                 .body(body.to_string());
@@ -237,6 +339,12 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             "{} {url}: {status}",
             route.id
         );
+        if route.id == "files.downloadBatch" || route.id == "memory.export" {
+            assert_eq!(status, 200, "{}", route.id);
+            assert_eq!(response.headers()["content-type"], "application/zip");
+            provided += 1;
+            continue;
+        }
         if matches!(
             route.id,
             "files.read" | "files.download" | "execution.downloadArtifact"
@@ -251,6 +359,22 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             provided += 1;
             continue;
         }
+        if route.id == "sessions.connect" {
+            // A WebSocket: asked without the upgrade, it says so (tests/all/connect.rs opens it).
+            assert_eq!(status, 426, "{}", route.id);
+            let answered = answer(response).await;
+            assert_eq!(answered.body["error"]["code"], "UPGRADE_REQUIRED");
+            provided += 1;
+            continue;
+        }
+        if route.id == "hooks.streamEvents" {
+            assert_eq!(status, 200);
+            // The journal's stream stays open: its first event is enough.
+            let seen = frames(response, Some(1)).await;
+            assert_eq!(seen[0].event, "session.created");
+            provided += 1;
+            continue;
+        }
         if route.id == "diagnostics.streamLogs" {
             assert_eq!(status, 200);
             // The log stream stays open: its first entry is enough.
@@ -262,7 +386,13 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
         }
         if route.transport == Transport::Sse && status == 200 {
             let seen = frames(response, None).await;
-            assert_eq!(seen.last().unwrap().event, "done", "{}", route.id);
+            let last = if route.id == "planning.stream" {
+                // The plan of an execution that is over: its tasks, then the end.
+                "task.added"
+            } else {
+                "done"
+            };
+            assert_eq!(seen.last().unwrap().event, last, "{}", route.id);
             provided += 1;
             continue;
         }
@@ -321,5 +451,5 @@ async fn every_spec_route_answers_its_documented_body_or_501() {
             );
         }
     }
-    assert_eq!(provided, 64);
+    assert_eq!(provided, 94);
 }

@@ -228,6 +228,88 @@ fn file() -> Value {
     )
 }
 
+fn mcp_tool() -> Value {
+    object(
+        &["name", "description", "input_schema"],
+        json!({ "name": { "type": "string" }, "description": { "type": "string" }, "input_schema": { "type": "object" } }),
+    )
+}
+
+fn mcp_resource() -> Value {
+    object(
+        &["uri", "name"],
+        json!({ "uri": { "type": "string" }, "name": { "type": "string" }, "mime_type": { "type": "string" } }),
+    )
+}
+
+fn mcp_prompt() -> Value {
+    object(
+        &["name", "description"],
+        json!({
+            "name": { "type": "string" },
+            "description": { "type": "string" },
+            "arguments": { "type": "array", "items": object(&["name", "description", "required"], json!({
+                "name": { "type": "string" }, "description": { "type": "string" }, "required": { "type": "boolean" }
+            })) }
+        }),
+    )
+}
+
+fn mcp_server() -> Value {
+    let transport = json!({ "oneOf": [
+        object(&["type", "command"], json!({ "type": { "const": "stdio" }, "command": { "type": "string" },
+            "args": { "type": "array", "items": { "type": "string" } } })),
+        object(&["type", "url"], json!({ "type": { "const": "http" }, "url": { "type": "string" } })),
+        object(&["type", "url"], json!({ "type": { "const": "sse" }, "url": { "type": "string" } }))
+    ] });
+    object(
+        &[
+            "id",
+            "name",
+            "transport",
+            "status",
+            "tools",
+            "resources",
+            "prompts",
+        ],
+        json!({
+            "id": { "type": "string" },
+            "name": { "type": "string" },
+            "transport": transport,
+            "status": { "enum": ["connected", "disconnected", "error"] },
+            "tools": { "type": "array", "items": mcp_tool() },
+            "resources": { "type": "array", "items": mcp_resource() },
+            "prompts": { "type": "array", "items": mcp_prompt() }
+        }),
+    )
+}
+
+fn archive_entry() -> Value {
+    object(
+        &["id", "content", "created_at"],
+        json!({
+            "id": { "type": "string" },
+            "content": { "type": "string" },
+            "created_at": time(),
+            "metadata": { "type": "object" }
+        }),
+    )
+}
+
+fn webhook() -> Value {
+    object(
+        &["id", "url", "events", "secret", "enabled", "created_at"],
+        json!({
+            "id": { "type": "string" },
+            "url": { "type": "string" },
+            "events": { "type": "array", "items": { "type": "string" } },
+            "secret": { "type": "string" },
+            "enabled": { "type": "boolean" },
+            "created_at": time()
+        }),
+    )
+}
+
 fn subagent() -> Value {
     object(
         &[
@@ -345,6 +427,42 @@ pub(crate) fn response(id: &str) -> Option<Value> {
                 "context": { "type": "object" }
             }),
         )),
+        "tools.invoke" => object(
+            &["success", "output", "duration_ms"],
+            json!({
+                "success": { "type": "boolean" },
+                "output": { "type": "object" },
+                "duration_ms": { "type": "number" },
+                "error": { "type": "string" }
+            }),
+        ),
+        "hooks.listEvents" => page(object(
+            &["id", "type", "data", "timestamp"],
+            json!({
+                "id": { "type": "string" },
+                "type": { "type": "string" },
+                "data": { "type": "object" },
+                "timestamp": time()
+            }),
+        )),
+        "webhooks.register" => wrap("webhook", webhook()),
+        "webhooks.list" => wrap("webhooks", json!({ "type": "array", "items": webhook() })),
+        "mcp.list" => page(mcp_server()),
+        "mcp.connect" | "mcp.get" | "mcp.update" => wrap("server", mcp_server()),
+        "mcp.listTools" => wrap("tools", json!({ "type": "array", "items": mcp_tool() })),
+        "mcp.listResources" => wrap(
+            "resources",
+            json!({ "type": "array", "items": mcp_resource() }),
+        ),
+        "mcp.listPrompts" => wrap("prompts", json!({ "type": "array", "items": mcp_prompt() })),
+        "mcp.health" => object(
+            &["status", "latency_ms"],
+            json!({
+                "status": { "enum": ["healthy", "degraded", "unhealthy"] },
+                "latency_ms": { "type": "number" },
+                "last_error": { "type": "string" }
+            }),
+        ),
         "subagents.list" => wrap("subagents", json!({ "type": "array", "items": subagent() })),
         "subagents.spawn" | "subagents.get" => wrap("subagent", subagent()),
         "subagents.delegate" => object(
@@ -355,7 +473,7 @@ pub(crate) fn response(id: &str) -> Option<Value> {
             object(&["accepted"], json!({ "accepted": { "type": "boolean" } }))
         }
         "agents.list" => page(agent()),
-        "agents.create" | "agents.get" | "agents.update" => wrap("agent", agent()),
+        "agents.create" | "agents.get" | "agents.update" | "agents.clone" => wrap("agent", agent()),
         "memory.get" => wrap(
             "memory",
             object(
@@ -363,13 +481,39 @@ pub(crate) fn response(id: &str) -> Option<Value> {
                 json!({ "blocks": { "type": "array", "items": block() }, "archive_size": { "type": "integer" } }),
             ),
         ),
+        "memory.search" => wrap(
+            "results",
+            json!({ "type": "array", "items": object(&["source", "content", "relevance_score"], json!({
+                "source": { "enum": ["block", "archive"] },
+                "label": { "type": "string" },
+                "content": { "type": "string" },
+                "relevance_score": { "type": "number", "minimum": 0, "maximum": 1 }
+            })) }),
+        ),
+        "memory.getArchive" => page(archive_entry()),
+        "memory.addToArchive" => wrap("entry", archive_entry()),
+        "memory.import" => object(
+            &[
+                "blocks_imported",
+                "archive_entries_imported",
+                "conflicts",
+                "warnings",
+            ],
+            json!({
+                "blocks_imported": { "type": "integer" },
+                "archive_entries_imported": { "type": "integer" },
+                "conflicts": { "type": "integer" },
+                "warnings": { "type": "array", "items": { "type": "string" } }
+            }),
+        ),
         "memory.listBlocks" => wrap("blocks", json!({ "type": "array", "items": block() })),
         "memory.getBlock" | "memory.updateBlock" | "memory.createBlock" => wrap("block", block()),
         "tools.list" => page(tool()),
         "tools.get" | "tools.register" => wrap("tool", tool()),
         "hooks.list" => wrap("hooks", json!({ "type": "array", "items": hook() })),
         "hooks.register" | "hooks.get" | "hooks.update" => wrap("hook", hook()),
-        "planning.get" => wrap(
+        "planning.updateTask" => wrap("task", plan_task()),
+        "planning.get" | "planning.update" => wrap(
             "plan",
             object(
                 &["execution_id", "tasks", "updated_at"],
@@ -400,6 +544,27 @@ pub(crate) fn response(id: &str) -> Option<Value> {
             json!({ "files": { "type": "array", "items": file() }, "path": { "type": "string" } }),
         ),
         "files.mkdir" => wrap("file", file()),
+        "files.upload" => object(
+            &["file", "created"],
+            json!({ "file": file(), "created": { "type": "boolean" } }),
+        ),
+        "files.uploadBatch" => object(
+            &["uploaded", "skipped", "errors"],
+            json!({
+                "uploaded": { "type": "array", "items": file() },
+                "skipped": { "type": "array", "items": { "type": "string" } },
+                "errors": { "type": "array", "items": object(&["path", "error"], json!({})) }
+            }),
+        ),
+        "files.search" => wrap(
+            "matches",
+            json!({ "type": "array", "items": object(&["file"], json!({
+                "file": file(),
+                "line_matches": { "type": "array", "items": object(&["line_number", "content"], json!({
+                    "line_number": { "type": "number" }, "content": { "type": "string" }
+                })) }
+            })) }),
+        ),
         "files.write" => object(
             &["file", "created"],
             json!({ "file": file(), "created": { "type": "boolean" } }),

@@ -263,3 +263,31 @@ fn parse(raw: String) -> Frame {
 pub(crate) fn text(frames: &[Frame]) -> String {
     frames.iter().map(|frame| frame.raw.as_str()).collect()
 }
+
+/// A form part: its name, its file name (for a file) and its bytes.
+pub(crate) type Part<'a> = (&'a str, Option<&'a str>, &'a [u8]);
+
+/// A `multipart/form-data` body of `parts`, and its content type.
+pub(crate) fn multipart(parts: &[Part<'_>]) -> (String, Vec<u8>) {
+    let boundary = "harness-test-boundary-7f3a";
+    let mut body = Vec::new();
+    for (name, file_name, bytes) in parts {
+        body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+        match file_name {
+            Some(file_name) => body.extend_from_slice(
+                format!(
+                    "Content-Disposition: form-data; name=\"{name}\"; filename=\"{file_name}\"\r\n\
+                     Content-Type: application/octet-stream\r\n\r\n"
+                )
+                .as_bytes(),
+            ),
+            None => body.extend_from_slice(
+                format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes(),
+            ),
+        }
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
