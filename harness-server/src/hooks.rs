@@ -30,7 +30,7 @@ use sha2::Sha256;
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::journal::{Journal, with_fields};
+use crate::journal::{EventSink, Journal, with_fields};
 
 /// The store namespace of hooks.
 const HOOKS: &str = "harness-server.hooks";
@@ -451,7 +451,7 @@ impl Hooks {
     /// Sends a journal event to the enabled webhooks that asked for its type, in the
     /// background. A failed delivery is logged, not journaled: an `error` webhook that fails
     /// must not feed itself.
-    pub(crate) fn send_to_webhooks(self: &Arc<Self>, kind: &str, data: &Value, at: i64) {
+    fn send_to_webhooks(self: &Arc<Self>, kind: &str, data: &Value, at: i64) {
         let hooks = Arc::clone(self);
         let kind = kind.to_owned();
         let data = data.clone();
@@ -498,6 +498,15 @@ impl Hooks {
                 });
             }
         });
+    }
+}
+
+/// The journal's events go to the webhooks.
+pub(crate) struct Webhooks(pub(crate) Arc<Hooks>);
+
+impl EventSink for Webhooks {
+    fn send(&self, kind: &str, data: &Value, at: i64) {
+        self.0.send_to_webhooks(kind, data, at);
     }
 }
 

@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, watch};
 use utoipa::ToSchema;
 
 use crate::agents::{AgentRecord, Agents};
-use crate::artifacts::artifacts;
+use crate::artifacts::{ArtifactSummary, mime};
 use crate::error::ApiError;
 use crate::hooks::{HookEvent, Hooks};
 use crate::journal::Journal;
@@ -193,6 +193,43 @@ pub(crate) struct ExecutionRecord {
 }
 
 impl ExecutionRecord {
+    /// The files this execution wrote: the paths of its `write_file` calls that completed
+    /// (the workspace tool's), first write first; an artifact's id is `art_<n>`, from 1.
+    pub(crate) fn artifact_paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = Vec::new();
+        for call in &self.tool_calls {
+            if call.name == "write_file"
+                && call.status == "completed"
+                && let Some(path) = call.input["path"].as_str()
+                && !paths.iter().any(|known| known == path)
+            {
+                paths.push(path.to_owned());
+            }
+        }
+        paths
+    }
+
+    /// Its artifacts, with their current size in `workspace` (0 without one, or once
+    /// deleted).
+    pub(crate) fn artifacts(&self, workspace: Option<&Workspace>) -> Vec<ArtifactSummary> {
+        self.artifact_paths()
+            .into_iter()
+            .zip(1..)
+            .map(|(path, n): (String, u32)| {
+                let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+                let size_bytes = workspace
+                    .and_then(|workspace| workspace.entry(&path).ok())
+                    .map_or(0, |entry| entry.size);
+                ArtifactSummary {
+                    id: format!("art_{n}"),
+                    mime_type: mime(&name).to_owned(),
+                    name,
+                    size_bytes,
+                }
+            })
+            .collect()
+    }
+
     fn put(&self) -> WriteOp {
         WriteOp::PutRecord {
             namespace: EXECUTIONS.to_owned(),
@@ -1173,7 +1210,7 @@ impl Execution<'_> {
                     "session_id": record.session_id,
                     "status": record.status,
                     "error": record.error,
-                    "artifacts": artifacts(self.workspace, &record),
+                    "artifacts": record.artifacts(self.workspace),
                     "usage": record.usage,
                     "completed_at": rfc3339(now),
                 }),

@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use tokio::sync::{Mutex, watch};
 
 use crate::error::ApiError;
-use crate::hooks::Hooks;
 
 const HOUR_MS: i64 = 3_600_000;
 /// How many hours back a start looks for logs a stopped process left open.
@@ -83,6 +82,12 @@ struct Cursor {
     last_seq: u64,
 }
 
+/// Where the journal sends each event once it is kept: the webhooks.
+pub(crate) trait EventSink: Send + Sync {
+    /// Sends an event of type `kind`, kept at `at` (Unix ms), to those that asked for it.
+    fn send(&self, kind: &str, data: &Value, at: i64);
+}
+
 /// The journal.
 pub(crate) struct Journal {
     store: Arc<dyn Store>,
@@ -91,7 +96,7 @@ pub(crate) struct Journal {
     cursor: Mutex<Option<Cursor>>,
     /// The id of the last event written.
     changes: watch::Sender<u64>,
-    hooks: Arc<Hooks>,
+    sink: Arc<dyn EventSink>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -104,7 +109,7 @@ impl Journal {
     /// The journal; closes the logs of earlier hours a stopped process left open.
     pub(crate) async fn open(
         store: Arc<dyn Store>,
-        hooks: Arc<Hooks>,
+        sink: Arc<dyn EventSink>,
         retention: std::time::Duration,
     ) -> Result<Arc<Journal>, ApiError> {
         let now = hour_of(unix_ms());
@@ -128,9 +133,8 @@ impl Journal {
             keep_hours,
             cursor: Mutex::new(None),
             changes: watch::channel(0).0,
-            hooks,
+            sink,
         });
-        journal.hooks.attach(&journal);
         Ok(journal)
     }
 
@@ -150,7 +154,7 @@ impl Journal {
                 );
             }
         }
-        self.hooks.send_to_webhooks(kind, &data, at);
+        self.sink.send(kind, &data, at);
     }
 
     async fn append(&self, kind: &str, data: &Value, at: i64) -> Result<u64, ApiError> {

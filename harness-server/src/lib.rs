@@ -203,10 +203,11 @@ impl Server {
             config.loopback_callbacks,
             config.hook_retry_after,
         );
-        let journal =
-            journal::Journal::open(Arc::clone(&store), Arc::clone(&hooks), config.retention)
-                .await
-                .map_err(ServerError::Start)?;
+        let webhooks = Arc::new(hooks::Webhooks(Arc::clone(&hooks)));
+        let journal = journal::Journal::open(Arc::clone(&store), webhooks, config.retention)
+            .await
+            .map_err(ServerError::Start)?;
+        hooks.attach(&journal);
         let host = host::Host::new(
             Arc::clone(&store),
             factory,

@@ -1,7 +1,10 @@
 //! The server's logs: the process's `tracing` events, kept in a bounded ring and sent live,
 //! for `GET /logs` and `GET /logs/stream`.
 //!
-//! [`ServerLogs`] keeps the newest entries (2,000 by default) and numbers them from 1; install
+//! [`ServerLogs`] keeps the newest entries (2,000 by default) and numbers them from the time it
+//! was made, in microseconds: a later process numbers on from above an earlier one's entries,
+//! so a client that resumes a stream after a restart gets the new process's entries, none
+//! skipped. Install
 //! its [`layer`](ServerLogs::layer) in the process's subscriber (or use
 //! [`subscriber`](ServerLogs::subscriber), as `harness serve` does). Kept: `debug` and above
 //! from the harness's own crates (`harness_*` targets), `info` and above from the rest. Without
@@ -52,7 +55,7 @@ impl LogLevel {
 /// One kept event.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LogRecord {
-    /// Its number, from 1: the stream's `id:`.
+    /// Its number, increasing: the stream's `id:`.
     pub seq: u64,
     /// When, in Unix milliseconds.
     pub at: i64,
@@ -126,7 +129,7 @@ impl ServerLogs {
             inner: Arc::new(Inner {
                 ring: Mutex::new(Ring {
                     entries: VecDeque::with_capacity(capacity.min(4_096)),
-                    next_seq: 1,
+                    next_seq: u64::try_from(unix_ms()).unwrap_or(0) * 1000 + 1,
                 }),
                 capacity,
                 live,
@@ -288,21 +291,18 @@ mod tests {
         for n in 1..=5 {
             logs.push(LogLevel::Info, format!("entry {n}"), Default::default());
         }
-        let kept: Vec<(u64, String)> = logs
-            .after(0)
-            .into_iter()
-            .map(|record| (record.seq, record.message))
-            .collect();
-        assert_eq!(
-            kept,
-            [
-                (3, "entry 3".into()),
-                (4, "entry 4".into()),
-                (5, "entry 5".into())
-            ]
-        );
-        assert_eq!(logs.after(4).len(), 1);
-        assert!(logs.after(5).is_empty());
+        let kept = logs.after(0);
+        let messages: Vec<&str> = kept.iter().map(|record| record.message.as_str()).collect();
+        assert_eq!(messages, ["entry 3", "entry 4", "entry 5"]);
+        assert!(kept.windows(2).all(|pair| pair[1].seq == pair[0].seq + 1));
+        assert_eq!(logs.after(kept[1].seq).len(), 1);
+        assert!(logs.after(kept[2].seq).is_empty());
+        // Numbered from the time the ring was made (in µs): a ring a restart makes numbers on
+        // from above.
+        let before = u64::try_from(harness_tags::util::unix_ms()).unwrap();
+        let later = ServerLogs::new(3);
+        later.push(LogLevel::Info, "after a restart".into(), Default::default());
+        assert!(later.after(0)[0].seq > before * 1000);
     }
 
     #[test]

@@ -15,7 +15,6 @@ use super::types::{
     ExecutionResult, Page, Pagination, ResultResponse, SendInputRequest, SendInputResponse,
     ToolCallSummary, ToolCallsResponse, check_length,
 };
-use crate::artifacts::{artifact_paths, artifacts};
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
 use crate::host::{ExecutionRecord, ExecutionStatus};
 use crate::state::Shared;
@@ -25,7 +24,7 @@ const MAX_MESSAGE: usize = 100_000;
 
 fn view(state: &Shared, record: ExecutionRecord) -> Execution {
     let progress = None;
-    let artifacts_count = artifact_paths(&record).len() as u64;
+    let artifacts_count = record.artifact_paths().len() as u64;
     Execution {
         id: record.id,
         harness_id: state.config.harness_id.clone(),
@@ -313,7 +312,7 @@ pub(crate) fn execution_result(state: &Shared, record: ExecutionRecord) -> Execu
                 .map_or(0, |end| end.saturating_sub(call.started_at)),
         })
         .collect();
-    let written = artifacts(state.workspace.as_ref(), &record);
+    let written = record.artifacts(state.workspace.as_ref());
     ExecutionResult {
         execution_id: record.id,
         status: record.status,
@@ -433,7 +432,7 @@ pub(crate) async fn list_artifacts(
     state.check_harness(&harness_id)?;
     let record = state.host.execution(&execution_id).await?;
     Ok(Json(ArtifactList {
-        artifacts: artifacts(state.workspace.as_ref(), &record),
+        artifacts: record.artifacts(state.workspace.as_ref()),
     }))
 }
 
@@ -458,7 +457,7 @@ pub(crate) async fn download_artifact(
         .strip_prefix("art_")
         .and_then(|n| n.parse::<usize>().ok())
         .and_then(|n| n.checked_sub(1))
-        .and_then(|at| artifact_paths(&record).into_iter().nth(at))
+        .and_then(|at| record.artifact_paths().into_iter().nth(at))
         .ok_or_else(|| ApiError::not_found("artifact", &artifact_id))?;
     let workspace = state
         .workspace
