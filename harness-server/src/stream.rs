@@ -127,12 +127,18 @@ pub(crate) fn event_stream(chunks: impl Stream<Item = Bytes> + Send + 'static) -
 /// A finished stream of `frames` (each `{"type", ...}`): `event:` the type, `data:` the
 /// frame; no `id:` (nothing to resume).
 pub(crate) fn frames_response(frames: &[serde_json::Value]) -> Response {
+    let text = typed_frames(frames);
+    event_stream(futures_util::stream::once(async move { text }))
+}
+
+/// `frames` (each `{"type", ...}`) as SSE without ids: `event:` the type, `data:` the frame.
+pub(crate) fn typed_frames(frames: &[serde_json::Value]) -> Bytes {
     let mut text = String::new();
     for frame in frames {
         let kind = frame["type"].as_str().unwrap_or("message");
         text.push_str(&format!("event: {kind}\ndata: {frame}\n\n"));
     }
-    event_stream(futures_util::stream::once(async move { Bytes::from(text) }))
+    Bytes::from(text)
 }
 
 /// The journal from after event `after`, then each new event, until the server shuts down;

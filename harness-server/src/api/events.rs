@@ -17,16 +17,6 @@ use crate::hooks::Webhook;
 use crate::state::Shared;
 use crate::stream::{journal_stream, last_event_id};
 
-/// The event types the journal records.
-const EVENT_TYPES: [&str; 6] = [
-    "execution.started",
-    "execution.completed",
-    "session.created",
-    "session.ended",
-    "hook.triggered",
-    "error",
-];
-
 /// The most events a list reads (the newest).
 const MAX_LISTED: usize = 10_000;
 
@@ -60,6 +50,16 @@ pub(crate) enum EventType {
 }
 
 impl EventType {
+    /// Every type the journal records.
+    const ALL: [EventType; 6] = [
+        EventType::ExecutionStarted,
+        EventType::ExecutionCompleted,
+        EventType::SessionCreated,
+        EventType::SessionEnded,
+        EventType::HookTriggered,
+        EventType::Error,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             EventType::ExecutionStarted => "execution.started",
@@ -99,12 +99,13 @@ pub(crate) struct StreamFilter {
 }
 
 fn check_type(field: &str, kind: &str) -> Result<(), ApiError> {
-    if EVENT_TYPES.contains(&kind) {
+    if EventType::ALL.iter().any(|known| known.name() == kind) {
         return Ok(());
     }
+    let names: Vec<&str> = EventType::ALL.iter().map(|known| known.name()).collect();
     Err(ApiError::invalid_field(
         field,
-        format!("`{kind}` is not an event type: {}", EVENT_TYPES.join(", ")),
+        format!("`{kind}` is not an event type: {}", names.join(", ")),
     ))
 }
 

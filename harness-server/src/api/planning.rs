@@ -21,7 +21,7 @@ use super::types::{check_length, whole};
 use crate::error::{ApiError, ApiJson, ApiQuery, ErrorResponse};
 use crate::host::Live;
 use crate::state::Shared;
-use crate::stream::event_stream;
+use crate::stream::{event_stream, typed_frames};
 
 /// A task's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -350,15 +350,6 @@ fn plan_events(previous: &[PlanTask], next: &[PlanTask]) -> Vec<Value> {
     events
 }
 
-fn frames(events: &[Value]) -> Bytes {
-    let mut text = String::new();
-    for event in events {
-        let kind = event["type"].as_str().unwrap_or("message");
-        text.push_str(&format!("event: {kind}\ndata: {event}\n\n"));
-    }
-    Bytes::from(text)
-}
-
 /// The plan as it changes: the tasks there now as `task.added`, then each change while the
 /// execution runs; the stream ends with the execution (at once for one that is over). A
 /// reconnect starts again from the list as it is, so frames carry no `id:`.
@@ -378,7 +369,7 @@ pub(crate) async fn stream(
     // Subscribed before the list is read, so that no change falls in between.
     let events = harness.subscribe();
     let current = plan_tasks(harness.session().tasks().tasks());
-    let opening = frames(&plan_events(&[], &current));
+    let opening = typed_frames(&plan_events(&[], &current));
     let live = state
         .host
         .live(&execution_id)
@@ -425,7 +416,7 @@ impl PlanFollower {
                             let events = plan_events(&self.current, &next);
                             self.current = next;
                             if !events.is_empty() {
-                                return Some(frames(&events));
+                                return Some(typed_frames(&events));
                             }
                         }
                     }
